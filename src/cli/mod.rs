@@ -1,0 +1,68 @@
+//! Subcommands, one file each.
+
+mod conformance;
+mod inspect;
+mod trace;
+
+use clap::{Args, Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "bspq",
+    version,
+    about = "Collision queries against compiled BSP worlds"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Answer JSON query lines from stdin, one answer line per query on stdout.
+    Trace(trace::TraceArgs),
+    /// Print what a world holds: counts, bounds, compile time.
+    Inspect(inspect::InspectArgs),
+    /// Compare answers with reference answers and print match rates.
+    Conformance(conformance::ConformanceArgs),
+}
+
+/// How to open a world: shared by every subcommand that takes one.
+#[derive(Args, Clone)]
+pub struct WorldArgs {
+    /// World file: a Quake 3 .bsp, or ARCHIVE.pk3:maps/NAME.bsp.
+    #[arg(long)]
+    pub world: String,
+    /// Leave patch (curve) collision out.
+    #[arg(long)]
+    pub no_curves: bool,
+}
+
+impl WorldArgs {
+    pub fn open(&self) -> anyhow::Result<bspq::world::World> {
+        use anyhow::Context;
+        let spec = bspq::world::load::WorldSpec::parse(&self.world);
+        let options = bspq::compile::CompileOptions {
+            curves: !self.no_curves,
+        };
+        bspq::world::load::open_world(&spec, &options)
+            .with_context(|| format!("cannot open world {}", self.world))
+    }
+}
+
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Trace(args) => trace::run(args),
+        Command::Inspect(args) => inspect::run(args),
+        Command::Conformance(args) => conformance::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("bspq: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! The world's brushes: sides, contents, surface flags and face polygons.
+
+use super::CompileError;
+use crate::math::{dvec, DVec3, Winding, PLANE_SIDE_EPSILON};
+use crate::source::Q3Bsp;
+use crate::world::{self, World};
+
+/// Most brushes and sides a world may have (indices are stored as u32 and
+/// the builder's memory grows with them).
+pub const MAX_BRUSHES: usize = 1 << 20;
+pub const MAX_SIDES_PER_BRUSH: usize = 4096;
+
+/// A face of a brush: its plane (a source plane index, normal pointing out of
+/// the brush) and its polygon. Sides whose polygon is empty (bevels) have none.
+#[derive(Debug, Clone)]
+pub struct Face {
+    pub plane: u32,
+    pub winding: Winding,
+}
+
+/// A brush as the tree builder sees it.
+#[derive(Debug, Clone)]
+pub struct BrushInput {
+    /// Index into `World::brushes`.
+    pub index: u32,
+    pub sides: Vec<u32>,
+    pub faces: Vec<Face>,
+}
+
+/// Copies model 0's brushes and every plane into `world` and computes each
+/// brush's face polygons.
+pub fn collect(bsp: &Q3Bsp, world: &mut World) -> Result<Vec<BrushInput>, CompileError> {
+    world.planes = bsp
+        .planes
+        .iter()
+        .map(|p| world::Plane::new(p.normal, p.dist))
+        .collect();
+    let model = bsp.world_model();
+    if model.num_brushes as usize > MAX_BRUSHES {
+        return Err(CompileError::TooLarge(MAX_BRUSHES));
+    }
+    let mut inputs = Vec::with_capacity(model.num_brushes as usize);
+    for source_index in model.first_brush..model.first_brush + model.num_brushes {
+        let brush = &bsp.brushes[source_index as usize];
+        if brush.num_sides as usize > MAX_SIDES_PER_BRUSH {
+            return Err(CompileError::TooLarge(MAX_SIDES_PER_BRUSH));
+        }
+        let first_side = world.brush_sides.len() as u32;
+        let mut sides = Vec::with_capacity(brush.num_sides as usize);
+        for s in brush.first_side..brush.first_side + brush.num_sides {
+            let side = &bsp.brush_sides[s as usize];
+            let surface_flags = side
+                .shader
+                .map_or(0, |sh| bsp.shaders[sh as usize].surface_flags);
+            world.brush_sides.push(world::BrushSide {
+                plane: side.plane,
+                surface_flags,
+            });
+            sides.push(side.plane);
+        }
+        let faces = brush_faces(bsp, &sides);
+        let (mins, maxs) = faces_bounds(&faces);
+        let index = world.brushes.len() as u32;
+        world.brushes.push(world::Brush {
+            first_side,
+            num_sides: brush.num_sides,
+            contents: bsp.shaders[brush.shader as usize].content_flags,
+            source_index,
+            mins,
+            maxs,
+        });
+        inputs.push(BrushInput {
+            index,
+            sides,
+            faces,
+        });
+    }
+    Ok(inputs)
+}
+
+/// The polygon of each side: a huge square on the side's plane cut by every
+/// other side. Sides that end up empty (bevels, duplicates) are left out.
+fn brush_faces(bsp: &Q3Bsp, sides: &[u32]) -> Vec<Face> {
+    let mut faces = Vec::new();
+    for (i, &plane_index) in sides.iter().enumerate() {
+        let plane = &bsp.planes[plane_index as usize];
+        let mut winding = Winding::base_for_plane(dvec(plane.normal), plane.dist as f64);
+        let mut alive = true;
+        for (j, &other_index) in sides.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            if other_index == plane_index {
+                // The same plane twice: keep only the first of them.
+                if j < i {
+                    alive = false;
+                    break;
+                }
+                continue;
+            }
+            let other = &bsp.planes[other_index as usize];
+            if !winding.clip_back(dvec(other.normal), other.dist as f64, PLANE_SIDE_EPSILON) {
+                alive = false;
+                break;
+            }
+        }
+        if alive && winding_area(&winding) > 1e-3 {
+            faces.push(Face {
+                plane: plane_index,
+                winding,
+            });
+        }
+    }
+    faces
+}
+
+fn winding_area(w: &Winding) -> f64 {
+    let mut total = DVec3::ZERO;
+    for i in 1..w.points.len().saturating_sub(1) {
+        total += (w.points[i] - w.points[0]).cross(w.points[i + 1] - w.points[0]);
+    }
+    total.length() * 0.5
+}
+
+fn faces_bounds(faces: &[Face]) -> ([f32; 3], [f32; 3]) {
+    let mut lo = DVec3::splat(f64::INFINITY);
+    let mut hi = DVec3::splat(f64::NEG_INFINITY);
+    for f in faces {
+        let (a, b) = f.winding.bounds();
+        lo = lo.min(a);
+        hi = hi.max(b);
+    }
+    if faces.is_empty() {
+        return ([0.0; 3], [0.0; 3]);
+    }
+    let down = |v: f64| (v as f32).next_down_compat();
+    let up = |v: f64| (v as f32).next_up_compat();
+    (
+        [down(lo.x), down(lo.y), down(lo.z)],
+        [up(hi.x), up(hi.y), up(hi.z)],
+    )
+}
+
+/// Rounding helpers so stored bounds always contain the exact ones.
+trait NextFloat {
+    fn next_down_compat(self) -> f32;
+    fn next_up_compat(self) -> f32;
+}
+
+impl NextFloat for f32 {
+    fn next_down_compat(self) -> f32 {
+        self - self.abs() * f32::EPSILON - f32::MIN_POSITIVE
+    }
+    fn next_up_compat(self) -> f32 {
+        self + self.abs() * f32::EPSILON + f32::MIN_POSITIVE
+    }
+}

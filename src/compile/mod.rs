@@ -1,0 +1,67 @@
+//! From world sources to the compiled [`World`]: brushes and patch collision
+//! geometry in, a solid-leaf BSP over them out.
+
+mod brushes;
+pub mod patch;
+mod tree;
+
+use crate::source::Q3Bsp;
+use crate::world::{World, WorldInfo};
+use std::time::Instant;
+use thiserror::Error;
+
+/// Options that change what is compiled.
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// Include patch (curve) collision, as the reference does by default.
+    pub curves: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        Self { curves: true }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum CompileError {
+    #[error("the tree is deeper than {0} levels; the map is degenerate")]
+    TooDeep(usize),
+    #[error("the world has more than {0} elements of one kind")]
+    TooLarge(usize),
+}
+
+/// Compiles the static world (model 0) of a Quake 3 map.
+pub fn compile_q3(
+    bsp: &Q3Bsp,
+    name: &str,
+    options: &CompileOptions,
+) -> Result<World, CompileError> {
+    let started = Instant::now();
+    let mut world = World::default();
+    let input = brushes::collect(bsp, &mut world)?;
+    let patches = if options.curves {
+        patch::collect(bsp, &mut world)
+    } else {
+        Vec::new()
+    };
+    let stats = tree::build(&mut world, &input, &patches, &bsp.planes)?;
+    let model = bsp.world_model();
+    world.mins = model.mins.to_array();
+    world.maxs = model.maxs.to_array();
+    world.info = WorldInfo {
+        source_name: name.to_owned(),
+        curves: options.curves,
+        source_brushes: model.num_brushes as usize,
+        source_brush_sides: input.iter().map(|b| b.sides.len()).sum(),
+        source_patches: if options.curves {
+            world.patches.len()
+        } else {
+            0
+        },
+        source_planes: bsp.planes.len(),
+        compile_seconds: started.elapsed().as_secs_f64(),
+        bevels_added: stats.bevels_added,
+    };
+    Ok(world)
+}

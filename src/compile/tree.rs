@@ -1,0 +1,431 @@
+//! The solid-leaf BSP builder.
+//!
+//! Brushes are cut into fragments by splitting planes chosen from their own
+//! faces until every fragment in a cell has used up its faces; such a cell is
+//! then filled by each remaining fragment (a solid leaf, carrying the OR of
+//! their contents and the list of brushes for exact clipping), or by nothing
+//! (an empty leaf). Patches are filed into every leaf their bounds touch.
+
+use super::brushes::BrushInput;
+use super::patch::PatchInput;
+use super::CompileError;
+use crate::math::{dvec, DVec3, Winding, PLANE_SIDE_EPSILON, TREE_WALK_SLACK};
+use crate::source::q3bsp;
+use crate::world::{self, World};
+use std::collections::HashMap;
+
+/// Deepest tree we build; deeper means a degenerate or hostile map.
+pub const MAX_DEPTH: usize = 2048;
+/// Splitting planes scored per node (a deterministic sample when there are more).
+const MAX_CANDIDATES: usize = 48;
+/// Cost of cutting one fragment in two, against one unit of imbalance.
+const SPLIT_COST: i64 = 5;
+/// Extra cost of a non-axial splitter (axial ones are cheaper to walk).
+const NON_AXIAL_COST: i64 = 2;
+
+pub struct BuildStats {
+    pub bevels_added: usize,
+}
+
+/// Maps every plane to one orientation of its pair, so opposite faces on the
+/// same plane split as one.
+struct PlaneCanon {
+    /// For each world plane: (canonical plane, whether this plane is its flip).
+    canon: Vec<(u32, bool)>,
+    /// For each canonical plane, its flipped twin.
+    flip: HashMap<u32, u32>,
+}
+
+impl PlaneCanon {
+    fn new(world: &mut World, source: &[q3bsp::Plane]) -> Self {
+        let n = world.planes.len();
+        let paired = n % 2 == 0
+            && (0..n / 2).all(|k| {
+                let (a, b) = (&source[2 * k], &source[2 * k + 1]);
+                a.normal == -b.normal && a.dist == -b.dist
+            });
+        if paired {
+            // Quake 3 files store planes in pairs, the even one facing positive.
+            let canon = (0..n).map(|i| ((i & !1) as u32, i & 1 == 1)).collect();
+            let flip = (0..n / 2)
+                .map(|k| ((2 * k) as u32, (2 * k + 1) as u32))
+                .collect();
+            return Self { canon, flip };
+        }
+        // Otherwise deduplicate by quantised value, facing the first non-zero
+        // normal component positive, adding flipped planes where missing.
+        let key = |normal: [f32; 3], dist: f32| {
+            let q = |v: f32, s: f32| (v * s).round() as i64;
+            (
+                q(normal[0], 1e5),
+                q(normal[1], 1e5),
+                q(normal[2], 1e5),
+                q(dist, 1e2),
+            )
+        };
+        let mut by_key: HashMap<(i64, i64, i64, i64), u32> = HashMap::new();
+        for (i, p) in world.planes.iter().enumerate() {
+            by_key.entry(key(p.normal, p.dist)).or_insert(i as u32);
+        }
+        let mut canon = Vec::with_capacity(n);
+        let mut flip = HashMap::new();
+        for i in 0..n {
+            let p = world.planes[i];
+            let positive = p
+                .normal
+                .iter()
+                .find(|c| c.abs() > 1e-6)
+                .is_none_or(|&c| c > 0.0);
+            let flipped_normal = [-p.normal[0], -p.normal[1], -p.normal[2]];
+            let twin = match by_key.get(&key(flipped_normal, -p.dist)) {
+                Some(&t) => t,
+                None => {
+                    let t = world.planes.len() as u32;
+                    world.planes.push(world::Plane::new(
+                        crate::math::Vec3::from_array(flipped_normal),
+                        -p.dist,
+                    ));
+                    by_key.insert(key(flipped_normal, -p.dist), t);
+                    t
+                }
+            };
+            let own = by_key[&key(p.normal, p.dist)];
+            let (c, other) = if positive { (own, twin) } else { (twin, own) };
+            canon.push((c, !positive));
+            flip.insert(c, other);
+        }
+        Self { canon, flip }
+    }
+
+    fn of(&self, plane: u32) -> (u32, bool) {
+        self.canon
+            .get(plane as usize)
+            .copied()
+            .unwrap_or((plane, false))
+    }
+}
+
+#[derive(Clone)]
+struct FragFace {
+    /// World plane, normal pointing out of the fragment.
+    plane: u32,
+    canon: u32,
+    winding: Winding,
+    /// A real brush face not yet used as a splitter on this path.
+    candidate: bool,
+}
+
+#[derive(Clone)]
+struct Fragment {
+    brush: u32,
+    faces: Vec<FragFace>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Front,
+    Back,
+    Split,
+}
+
+struct Builder<'a> {
+    world: &'a mut World,
+    canon: PlaneCanon,
+    leaf_brushes: Vec<Vec<u32>>,
+}
+
+pub fn build(
+    world: &mut World,
+    brushes: &[BrushInput],
+    patches: &[PatchInput],
+    source_planes: &[q3bsp::Plane],
+) -> Result<BuildStats, CompileError> {
+    let canon = PlaneCanon::new(world, source_planes);
+    let fragments: Vec<Fragment> = brushes
+        .iter()
+        .filter(|b| b.faces.len() >= 4)
+        .map(|b| Fragment {
+            brush: b.index,
+            faces: b
+                .faces
+                .iter()
+                .map(|f| FragFace {
+                    plane: f.plane,
+                    canon: canon.of(f.plane).0,
+                    winding: f.winding.clone(),
+                    candidate: true,
+                })
+                .collect(),
+        })
+        .collect();
+    let mut builder = Builder {
+        world,
+        canon,
+        leaf_brushes: Vec::new(),
+    };
+    world_reset_tree(builder.world);
+    let root = builder.build_node(fragments, 0)?;
+    if root >= 0 && root != 0 {
+        // The root node is always created first.
+        return Err(CompileError::TooDeep(0));
+    }
+    // Flatten leaf brush lists.
+    let Builder {
+        world,
+        leaf_brushes,
+        ..
+    } = builder;
+    for (leaf, list) in world.leaves.iter_mut().zip(&leaf_brushes) {
+        leaf.first_brush = world.leaf_brushes.len() as u32;
+        leaf.num_brushes = list.len() as u32;
+        world.leaf_brushes.extend_from_slice(list);
+    }
+    file_patches(world, patches);
+    Ok(BuildStats { bevels_added: 0 })
+}
+
+fn world_reset_tree(world: &mut World) {
+    world.nodes.clear();
+    world.leaves.clear();
+    world.leaf_brushes.clear();
+    world.leaf_patches.clear();
+}
+
+impl Builder<'_> {
+    fn build_node(&mut self, fragments: Vec<Fragment>, depth: usize) -> Result<i32, CompileError> {
+        if depth > MAX_DEPTH {
+            return Err(CompileError::TooDeep(MAX_DEPTH));
+        }
+        let Some(split) = self.choose_split(&fragments) else {
+            return Ok(self.make_leaf(&fragments));
+        };
+        let node_index = self.world.nodes.len();
+        self.world.nodes.push(world::Node {
+            plane: split,
+            children: [0, 0],
+        });
+        let (front, back) = self.partition(fragments, split);
+        let front_child = self.build_node(front, depth + 1)?;
+        let back_child = self.build_node(back, depth + 1)?;
+        self.world.nodes[node_index].children = [front_child, back_child];
+        Ok(node_index as i32)
+    }
+
+    fn make_leaf(&mut self, fragments: &[Fragment]) -> i32 {
+        let mut brushes: Vec<u32> = fragments.iter().map(|f| f.brush).collect();
+        brushes.sort_unstable();
+        brushes.dedup();
+        let contents = brushes
+            .iter()
+            .fold(0, |acc, &b| acc | self.world.brushes[b as usize].contents);
+        let index = self.world.leaves.len();
+        self.world.leaves.push(world::Leaf {
+            contents,
+            first_brush: 0,
+            num_brushes: 0,
+            first_patch: 0,
+            num_patches: 0,
+        });
+        self.leaf_brushes.push(brushes);
+        -1 - index as i32
+    }
+
+    fn plane_f64(&self, plane: u32) -> (DVec3, f64) {
+        let p = &self.world.planes[plane as usize];
+        (dvec(p.normal()), p.dist as f64)
+    }
+
+    /// Picks the canonical plane that best balances the fragments while
+    /// cutting the fewest, or `None` when no candidate face is left.
+    fn choose_split(&self, fragments: &[Fragment]) -> Option<u32> {
+        let mut candidates: Vec<u32> = fragments
+            .iter()
+            .flat_map(|f| f.faces.iter().filter(|x| x.candidate).map(|x| x.canon))
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        if candidates.len() > MAX_CANDIDATES {
+            let step = candidates.len() as f64 / MAX_CANDIDATES as f64;
+            candidates = (0..MAX_CANDIDATES)
+                .map(|k| candidates[(k as f64 * step) as usize])
+                .collect();
+        }
+        let mut best: Option<(i64, u32)> = None;
+        for &c in &candidates {
+            let (mut front, mut back, mut splits) = (0i64, 0i64, 0i64);
+            for f in fragments {
+                match self.classify(f, c) {
+                    Class::Front => front += 1,
+                    Class::Back => back += 1,
+                    Class::Split => splits += 1,
+                }
+            }
+            let axial = self.world.planes[c as usize].axis < 3;
+            let score =
+                SPLIT_COST * splits + (front - back).abs() + if axial { 0 } else { NON_AXIAL_COST };
+            if best.is_none_or(|(s, _)| score < s) {
+                best = Some((score, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    fn classify(&self, f: &Fragment, canon: u32) -> Class {
+        if let Some(face) = f.faces.iter().find(|x| x.canon == canon) {
+            // The fragment lies behind its own face.
+            return if face.plane == canon {
+                Class::Back
+            } else {
+                Class::Front
+            };
+        }
+        let (n, d) = self.plane_f64(canon);
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for face in &f.faces {
+            for p in &face.winding.points {
+                let t = p.dot(n) - d;
+                lo = lo.min(t);
+                hi = hi.max(t);
+            }
+        }
+        if lo >= -PLANE_SIDE_EPSILON {
+            Class::Front
+        } else if hi <= PLANE_SIDE_EPSILON {
+            Class::Back
+        } else {
+            Class::Split
+        }
+    }
+
+    fn partition(
+        &mut self,
+        fragments: Vec<Fragment>,
+        canon: u32,
+    ) -> (Vec<Fragment>, Vec<Fragment>) {
+        let flipped = self.canon.flip.get(&canon).copied().unwrap_or(canon);
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        for mut f in fragments {
+            let class = self.classify(&f, canon);
+            for face in f.faces.iter_mut() {
+                if face.canon == canon {
+                    face.candidate = false;
+                }
+            }
+            match class {
+                Class::Front => front.push(f),
+                Class::Back => back.push(f),
+                Class::Split => {
+                    let (a, b) = self.split_fragment(&f, canon, flipped);
+                    front.extend(a);
+                    back.extend(b);
+                }
+            }
+        }
+        (front, back)
+    }
+
+    /// Cuts a fragment in two, capping each half with a face on the plane.
+    fn split_fragment(
+        &self,
+        f: &Fragment,
+        canon: u32,
+        flipped: u32,
+    ) -> (Option<Fragment>, Option<Fragment>) {
+        let (n, d) = self.plane_f64(canon);
+        let mut front_faces = Vec::with_capacity(f.faces.len() + 1);
+        let mut back_faces = Vec::with_capacity(f.faces.len() + 1);
+        for face in &f.faces {
+            let (a, b) = face.winding.split(n, d, PLANE_SIDE_EPSILON);
+            if !a.is_empty() {
+                front_faces.push(FragFace {
+                    winding: a,
+                    ..face.clone()
+                });
+            }
+            if !b.is_empty() {
+                back_faces.push(FragFace {
+                    winding: b,
+                    ..face.clone()
+                });
+            }
+        }
+        // The cap: the plane's polygon inside the fragment.
+        let mut cap = Winding::base_for_plane(n, d);
+        for face in &f.faces {
+            let (fnormal, fdist) = self.plane_f64(face.plane);
+            if !cap.clip_back(fnormal, fdist, PLANE_SIDE_EPSILON) {
+                break;
+            }
+        }
+        if cap.is_empty() {
+            // Numerically the plane misses the fragment: keep it on its bulkier side.
+            return if front_faces.len() >= back_faces.len() {
+                (Some(f.clone()), None)
+            } else {
+                (None, Some(f.clone()))
+            };
+        }
+        let mut cap_front = cap.clone();
+        cap_front.points.reverse();
+        front_faces.push(FragFace {
+            plane: flipped,
+            canon,
+            winding: cap_front,
+            candidate: false,
+        });
+        back_faces.push(FragFace {
+            plane: canon,
+            canon,
+            winding: cap,
+            candidate: false,
+        });
+        let keep = |faces: Vec<FragFace>| {
+            (faces.len() >= 4).then(|| Fragment {
+                brush: f.brush,
+                faces,
+            })
+        };
+        (keep(front_faces), keep(back_faces))
+    }
+}
+
+/// Files each patch into every leaf its bounds (grown by the walk slack) touch.
+fn file_patches(world: &mut World, patches: &[PatchInput]) {
+    let mut per_leaf: Vec<Vec<u32>> = vec![Vec::new(); world.leaves.len()];
+    let mut stack = Vec::new();
+    for p in patches {
+        let grow = crate::math::Vec3::splat(TREE_WALK_SLACK);
+        let lo = crate::math::Vec3::from_array(world.patches[p.index as usize].mins) - grow;
+        let hi = crate::math::Vec3::from_array(world.patches[p.index as usize].maxs) + grow;
+        let centre = (lo + hi) * 0.5;
+        let half = (hi - lo) * 0.5;
+        stack.clear();
+        stack.push(world.root());
+        while let Some(child) = stack.pop() {
+            if child < 0 {
+                per_leaf[(-1 - child) as usize].push(p.index);
+                continue;
+            }
+            let node = world.nodes[child as usize];
+            let plane = &world.planes[node.plane as usize];
+            let dist = plane.distance(centre);
+            let reach = plane.normal().abs().dot(half);
+            if dist + reach >= 0.0 {
+                stack.push(node.children[0]);
+            }
+            if dist - reach < 0.0 {
+                stack.push(node.children[1]);
+            }
+        }
+    }
+    for (leaf, list) in world.leaves.iter_mut().zip(per_leaf.iter_mut()) {
+        list.sort_unstable();
+        list.dedup();
+        leaf.first_patch = world.leaf_patches.len() as u32;
+        leaf.num_patches = list.len() as u32;
+        world.leaf_patches.extend_from_slice(list);
+    }
+}

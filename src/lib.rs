@@ -1,0 +1,14 @@
+//! bspq: collision queries against compiled BSP worlds.
+//!
+//! Data path: [`source`] (Quake 3 BSP, pk3) → [`compile`] (solid-leaf BSP with
+//! brush and patch references) → [`world`] (the immutable world) → [`trace`]
+//! (the query kernel). The kernel knows nothing of I/O or networking.
+
+pub mod compile;
+pub mod conformance;
+pub mod contents;
+pub mod math;
+pub mod query;
+pub mod source;
+pub mod trace;
+pub mod world;

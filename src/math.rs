@@ -1,0 +1,196 @@
+//! Vectors, planes, windings and every epsilon of the project, in one place.
+
+pub use glam::Vec3;
+
+/// Quake 3's surface clip epsilon: traces stop this far (in units, along the
+/// hit plane's normal) before the surface. It is a `double` in the reference,
+/// so expressions that use it are evaluated in `f64`.
+pub const SURFACE_CLIP_EPSILON: f64 = 0.125;
+
+/// Extra slack (units) the tree walk adds around a shifted plane so that a
+/// brush touching the swept volume is never missed.
+pub const TREE_WALK_SLACK: f32 = 1.0;
+
+/// Thickness of a plane when the compiler classifies points against it.
+pub const PLANE_SIDE_EPSILON: f64 = 0.01;
+
+/// Two compiler planes are the same when normals differ by less than this per
+/// component and distances by less than [`PLANE_DIST_EPSILON`].
+pub const PLANE_NORMAL_EPSILON: f64 = 1e-5;
+pub const PLANE_DIST_EPSILON: f64 = 0.01;
+
+/// Half the size of the box the compiler starts from: everything of interest
+/// lies inside it (Quake's maps are bounded by ±65536).
+pub const WORLD_HALF_EXTENT: f64 = 131072.0;
+
+/// A plane `normal · p = dist` (f32, as stored in maps).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plane {
+    pub normal: Vec3,
+    pub dist: f32,
+}
+
+impl Plane {
+    /// 0, 1, 2 when the normal is exactly +X, +Y or +Z; 3 otherwise.
+    pub fn axis(&self) -> u32 {
+        if self.normal.x == 1.0 {
+            0
+        } else if self.normal.y == 1.0 {
+            1
+        } else if self.normal.z == 1.0 {
+            2
+        } else {
+            3
+        }
+    }
+
+    /// Bit `i` set when component `i` of the normal is negative: selects the
+    /// box corner that lies furthest along the normal's opposite.
+    pub fn sign_bits(&self) -> u32 {
+        (self.normal.x < 0.0) as u32
+            | ((self.normal.y < 0.0) as u32) << 1
+            | ((self.normal.z < 0.0) as u32) << 2
+    }
+
+    pub fn flipped(&self) -> Plane {
+        Plane {
+            normal: -self.normal,
+            dist: -self.dist,
+        }
+    }
+}
+
+/// A 3-vector in `f64`, used by the compiler where robustness matters more than speed.
+pub type DVec3 = glam::DVec3;
+
+/// A convex polygon (compiler-side, f64).
+#[derive(Debug, Clone, Default)]
+pub struct Winding {
+    pub points: Vec<DVec3>,
+}
+
+/// Which side of a plane something lies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Front,
+    Back,
+    On,
+    Cross,
+}
+
+impl Winding {
+    /// A huge square lying on the plane `normal · p = dist`.
+    pub fn base_for_plane(normal: DVec3, dist: f64) -> Winding {
+        // Pick the major axis, then build two in-plane axes from it.
+        let ax = normal.abs();
+        let up = if ax.z >= ax.x && ax.z >= ax.y {
+            DVec3::X
+        } else {
+            DVec3::Z
+        };
+        let up = (up - normal * up.dot(normal)).normalize();
+        let right = up.cross(normal);
+        let origin = normal * dist;
+        let up = up * WORLD_HALF_EXTENT * 4.0;
+        let right = right * WORLD_HALF_EXTENT * 4.0;
+        Winding {
+            points: vec![
+                origin - right + up,
+                origin + right + up,
+                origin + right - up,
+                origin - right - up,
+            ],
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.points.len() < 3
+    }
+
+    /// Keeps the part behind `normal · p = dist` (within `epsilon`), returning
+    /// `false` when nothing is left.
+    pub fn clip_back(&mut self, normal: DVec3, dist: f64, epsilon: f64) -> bool {
+        let (_, back) = self.split(normal, dist, epsilon);
+        *self = back;
+        !self.is_empty()
+    }
+
+    /// Splits into the parts in front of and behind the plane. Points within
+    /// `epsilon` of the plane go to both sides.
+    pub fn split(&self, normal: DVec3, dist: f64, epsilon: f64) -> (Winding, Winding) {
+        let dists: Vec<f64> = self.points.iter().map(|p| p.dot(normal) - dist).collect();
+        let sides: Vec<Side> = dists
+            .iter()
+            .map(|&d| {
+                if d > epsilon {
+                    Side::Front
+                } else if d < -epsilon {
+                    Side::Back
+                } else {
+                    Side::On
+                }
+            })
+            .collect();
+        let any_front = sides.contains(&Side::Front);
+        let any_back = sides.contains(&Side::Back);
+        if !any_front && !any_back {
+            // Coplanar: belongs to the side the polygon faces; callers decide.
+            return (Winding::default(), Winding::default());
+        }
+        if !any_front {
+            return (Winding::default(), self.clone());
+        }
+        if !any_back {
+            return (self.clone(), Winding::default());
+        }
+        let mut front = Vec::with_capacity(self.points.len() + 2);
+        let mut back = Vec::with_capacity(self.points.len() + 2);
+        let n = self.points.len();
+        for i in 0..n {
+            let p = self.points[i];
+            match sides[i] {
+                Side::On => {
+                    front.push(p);
+                    back.push(p);
+                    continue;
+                }
+                Side::Front => front.push(p),
+                Side::Back => back.push(p),
+                Side::Cross => {}
+            }
+            let j = (i + 1) % n;
+            if sides[j] == Side::On || sides[j] == sides[i] {
+                continue;
+            }
+            let t = dists[i] / (dists[i] - dists[j]);
+            let q = self.points[j];
+            // Snap exact axis-aligned components so axial splits stay exact.
+            let mut mid = p + (q - p) * t;
+            for k in 0..3 {
+                if normal[k] == 1.0 {
+                    mid[k] = dist;
+                } else if normal[k] == -1.0 {
+                    mid[k] = -dist;
+                }
+            }
+            front.push(mid);
+            back.push(mid);
+        }
+        (Winding { points: front }, Winding { points: back })
+    }
+
+    pub fn bounds(&self) -> (DVec3, DVec3) {
+        let mut lo = DVec3::splat(f64::INFINITY);
+        let mut hi = DVec3::splat(f64::NEG_INFINITY);
+        for p in &self.points {
+            lo = lo.min(*p);
+            hi = hi.max(*p);
+        }
+        (lo, hi)
+    }
+}
+
+/// Converts an f32 vector to f64.
+pub fn dvec(v: Vec3) -> DVec3 {
+    DVec3::new(v.x as f64, v.y as f64, v.z as f64)
+}

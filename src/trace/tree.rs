@@ -1,0 +1,199 @@
+//! Walking the tree: which leaves can the swept box touch, nearest first.
+
+use super::brush::{box_in_brush, trace_through_brush};
+use super::patch::{position_test_patch, trace_through_patch};
+use super::work::{Scratch, TraceWork};
+use crate::math::{Vec3, TREE_WALK_SLACK};
+use crate::world::{Leaf, World};
+
+/// Traces the whole move through the tree from the root.
+pub(crate) fn trace_tree(world: &World, w: &mut TraceWork, scratch: &mut Scratch) {
+    let (start, end) = (w.start, w.end);
+    trace_node(world, w, scratch, world.root(), 0.0, 1.0, start, end);
+}
+
+/// How far (along the plane's normal) the box reaches beyond its centre.
+#[inline(always)]
+fn support(world_plane_normal: Vec3, axis: u32, extents: Vec3) -> f32 {
+    if axis < 3 {
+        extents[axis as usize]
+    } else {
+        world_plane_normal.abs().dot(extents)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn trace_node(
+    world: &World,
+    w: &mut TraceWork,
+    scratch: &mut Scratch,
+    child: i32,
+    p1f: f32,
+    p2f: f32,
+    p1: Vec3,
+    p2: Vec3,
+) {
+    // Something nearer than this whole segment was already hit.
+    if w.result.fraction <= p1f {
+        return;
+    }
+    if child < 0 {
+        trace_leaf(world, w, scratch, &world.leaves[(-1 - child) as usize]);
+        return;
+    }
+    let node = &world.nodes[child as usize];
+    let plane = &world.planes[node.plane as usize];
+    let t1 = plane.distance(p1);
+    let t2 = plane.distance(p2);
+    let reach = if w.is_point {
+        0.0
+    } else {
+        support(plane.normal(), plane.axis, w.extents)
+    } + TREE_WALK_SLACK;
+    if t1 >= reach && t2 >= reach {
+        trace_node(world, w, scratch, node.children[0], p1f, p2f, p1, p2);
+        return;
+    }
+    if t1 < -reach && t2 < -reach {
+        trace_node(world, w, scratch, node.children[1], p1f, p2f, p1, p2);
+        return;
+    }
+    // The segment straddles the (thickened) plane: near side first, then far.
+    let (near, frac_near_end, frac_far_start) = if t1 < t2 {
+        let inv = 1.0 / (t1 - t2);
+        (1usize, (t1 - reach) * inv, (t1 + reach) * inv)
+    } else if t1 > t2 {
+        let inv = 1.0 / (t1 - t2);
+        (0usize, (t1 + reach) * inv, (t1 - reach) * inv)
+    } else {
+        (0usize, 1.0, 0.0)
+    };
+    let frac = frac_near_end.clamp(0.0, 1.0);
+    let mid_f = p1f + (p2f - p1f) * frac;
+    let mid = p1 + (p2 - p1) * frac;
+    trace_node(world, w, scratch, node.children[near], p1f, mid_f, p1, mid);
+
+    let frac2 = frac_far_start.clamp(0.0, 1.0);
+    let mid_f2 = p1f + (p2f - p1f) * frac2;
+    let mid2 = p1 + (p2 - p1) * frac2;
+    trace_node(
+        world,
+        w,
+        scratch,
+        node.children[near ^ 1],
+        mid_f2,
+        p2f,
+        mid2,
+        p2,
+    );
+}
+
+fn trace_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Leaf) {
+    let first = leaf.first_brush as usize;
+    for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
+        if !scratch.first_visit_brush(b as usize) {
+            continue;
+        }
+        let brush = &world.brushes[b as usize];
+        if brush.contents & w.mask == 0 {
+            continue;
+        }
+        trace_through_brush(world, brush, w);
+        if w.result.allsolid {
+            return;
+        }
+    }
+    let first = leaf.first_patch as usize;
+    for &p in &world.leaf_patches[first..first + leaf.num_patches as usize] {
+        if !scratch.first_visit_patch(p as usize) {
+            continue;
+        }
+        let patch = &world.patches[p as usize];
+        if patch.contents & w.mask == 0 {
+            continue;
+        }
+        trace_through_patch(world, patch, w);
+        if w.result.allsolid {
+            return;
+        }
+    }
+}
+
+/// A trace whose start equals its end: is the box inside anything?
+pub(crate) fn position_test(world: &World, w: &mut TraceWork, scratch: &mut Scratch) {
+    let lo = w.start - w.extents - Vec3::splat(TREE_WALK_SLACK);
+    let hi = w.start + w.extents + Vec3::splat(TREE_WALK_SLACK);
+    scratch.leaf_stack.clear();
+    collect_box_leaves(world, world.root(), lo, hi, &mut scratch.leaf_stack);
+    let leaves = std::mem::take(&mut scratch.leaf_stack);
+    for &leaf_index in &leaves {
+        test_in_leaf(world, w, scratch, &world.leaves[leaf_index as usize]);
+        if w.result.allsolid {
+            break;
+        }
+    }
+    scratch.leaf_stack = leaves;
+}
+
+/// The leaves whose cells overlap the box `lo..hi`, in tree order (front first).
+fn collect_box_leaves(world: &World, mut child: i32, lo: Vec3, hi: Vec3, out: &mut Vec<u32>) {
+    loop {
+        if child < 0 {
+            out.push((-1 - child) as u32);
+            return;
+        }
+        let node = &world.nodes[child as usize];
+        let plane = &world.planes[node.plane as usize];
+        let n = plane.normal();
+        // Distance range of the box's corners from the plane.
+        let centre = (lo + hi) * 0.5;
+        let half = (hi - lo) * 0.5;
+        let d = plane.distance(centre);
+        let r = n.abs().dot(half);
+        if d - r >= 0.0 {
+            child = node.children[0];
+        } else if d + r < 0.0 {
+            child = node.children[1];
+        } else {
+            collect_box_leaves(world, node.children[0], lo, hi, out);
+            child = node.children[1];
+        }
+    }
+}
+
+fn test_in_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Leaf) {
+    let first = leaf.first_brush as usize;
+    for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
+        if !scratch.first_visit_brush(b as usize) {
+            continue;
+        }
+        let brush = &world.brushes[b as usize];
+        if brush.contents & w.mask == 0 {
+            continue;
+        }
+        if box_in_brush(world, brush, w) {
+            w.result.startsolid = true;
+            w.result.allsolid = true;
+            w.result.fraction = 0.0;
+            w.result.contents = brush.contents;
+            return;
+        }
+    }
+    let first = leaf.first_patch as usize;
+    for &p in &world.leaf_patches[first..first + leaf.num_patches as usize] {
+        if !scratch.first_visit_patch(p as usize) {
+            continue;
+        }
+        let patch = &world.patches[p as usize];
+        if patch.contents & w.mask == 0 {
+            continue;
+        }
+        if position_test_patch(world, patch, w) {
+            w.result.startsolid = true;
+            w.result.allsolid = true;
+            w.result.fraction = 0.0;
+            w.result.contents = patch.contents;
+            return;
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Per-query set-up, computed once, and the result being built.
+
+use crate::math::Vec3;
+use crate::world::World;
+
+/// One trace: move a box (`mins`..`maxs` around the traced point; both zero
+/// for a ray) from `start` to `end`, colliding with contents in `mask`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceQuery {
+    pub start: Vec3,
+    pub end: Vec3,
+    pub mins: Vec3,
+    pub maxs: Vec3,
+    pub mask: u32,
+}
+
+impl TraceQuery {
+    pub fn ray(start: Vec3, end: Vec3, mask: u32) -> Self {
+        Self {
+            start,
+            end,
+            mins: Vec3::ZERO,
+            maxs: Vec3::ZERO,
+            mask,
+        }
+    }
+}
+
+/// The answer to a trace (SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceResult {
+    pub fraction: f32,
+    pub endpos: Vec3,
+    pub normal: Vec3,
+    pub dist: f32,
+    pub startsolid: bool,
+    pub allsolid: bool,
+    pub contents: u32,
+    pub surface_flags: u32,
+}
+
+impl Default for TraceResult {
+    fn default() -> Self {
+        Self {
+            fraction: 1.0,
+            endpos: Vec3::ZERO,
+            normal: Vec3::ZERO,
+            dist: 0.0,
+            startsolid: false,
+            allsolid: false,
+            contents: 0,
+            surface_flags: 0,
+        }
+    }
+}
+
+/// Everything below the entry point reads only this.
+pub(crate) struct TraceWork {
+    /// Start and end of the box's centre (the query's points moved by the box's centre offset).
+    pub start: Vec3,
+    pub end: Vec3,
+    /// Half-size of the (now symmetric) box.
+    pub extents: Vec3,
+    /// `offsets[sign_bits]`: the box corner furthest along the negative of a
+    /// normal with those sign bits.
+    pub offsets: [Vec3; 8],
+    /// Swept bounds of the box.
+    pub bounds: [Vec3; 2],
+    pub is_point: bool,
+    pub mask: u32,
+    pub result: TraceResult,
+}
+
+impl TraceWork {
+    pub fn new(q: &TraceQuery) -> Self {
+        // Make the box symmetric around the traced point, as the reference does.
+        let offset = (q.mins + q.maxs) * 0.5;
+        let size0 = q.mins - offset;
+        let size1 = q.maxs - offset;
+        let start = q.start + offset;
+        let end = q.end + offset;
+        let mut offsets = [Vec3::ZERO; 8];
+        for (bits, corner) in offsets.iter_mut().enumerate() {
+            *corner = Vec3::new(
+                if bits & 1 != 0 { size1.x } else { size0.x },
+                if bits & 2 != 0 { size1.y } else { size0.y },
+                if bits & 4 != 0 { size1.z } else { size0.z },
+            );
+        }
+        let is_point = size0 == Vec3::ZERO && size1 == Vec3::ZERO;
+        let bounds = [start.min(end) + size0, start.max(end) + size1];
+        Self {
+            start,
+            end,
+            extents: size1,
+            offsets,
+            bounds,
+            is_point,
+            mask: q.mask,
+            result: TraceResult::default(),
+        }
+    }
+
+    pub fn is_position_test(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// The end position from the caller's own start and end.
+    pub fn finish(mut self, q: &TraceQuery) -> TraceResult {
+        let f = self.result.fraction;
+        self.result.endpos = if f == 1.0 {
+            q.end
+        } else {
+            q.start + (q.end - q.start) * f
+        };
+        self.result
+    }
+}
+
+/// Per-thread scratch space: which brushes and patches a query has already
+/// tested. Stamps avoid clearing arrays between queries.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    stamp: u32,
+    brush_stamps: Vec<u32>,
+    patch_stamps: Vec<u32>,
+    pub(crate) leaf_stack: Vec<u32>,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub(crate) fn begin(&mut self, world: &World) {
+        if self.brush_stamps.len() != world.brushes.len() {
+            self.brush_stamps = vec![0; world.brushes.len()];
+            self.stamp = 0;
+        }
+        if self.patch_stamps.len() != world.patches.len() {
+            self.patch_stamps = vec![0; world.patches.len()];
+            self.stamp = 0;
+        }
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.brush_stamps.fill(0);
+            self.patch_stamps.fill(0);
+            self.stamp = 1;
+        }
+    }
+
+    /// Marks brush `b` tested; false when it already was during this query.
+    #[inline(always)]
+    pub(crate) fn first_visit_brush(&mut self, b: usize) -> bool {
+        let seen = self.brush_stamps[b] == self.stamp;
+        self.brush_stamps[b] = self.stamp;
+        !seen
+    }
+
+    #[inline(always)]
+    pub(crate) fn first_visit_patch(&mut self, p: usize) -> bool {
+        let seen = self.patch_stamps[p] == self.stamp;
+        self.patch_stamps[p] = self.stamp;
+        !seen
+    }
+}

@@ -1,0 +1,176 @@
+//! The immutable compiled world: flat arrays of plain records, indices between
+//! them validated once, read by the kernel without further checks.
+
+pub mod load;
+
+use crate::math::{Plane as MathPlane, Vec3};
+use bytemuck::{Pod, Zeroable};
+
+/// A plane with its axis and sign bits precomputed for the kernel.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct Plane {
+    pub normal: [f32; 3],
+    pub dist: f32,
+    /// 0/1/2 for +X/+Y/+Z, 3 otherwise.
+    pub axis: u32,
+    pub sign_bits: u32,
+}
+const _: () = assert!(std::mem::size_of::<Plane>() == 24);
+
+impl Plane {
+    pub fn new(normal: Vec3, dist: f32) -> Self {
+        let p = MathPlane { normal, dist };
+        Plane {
+            normal: normal.to_array(),
+            dist,
+            axis: p.axis(),
+            sign_bits: p.sign_bits(),
+        }
+    }
+
+    #[inline(always)]
+    pub fn normal(&self) -> Vec3 {
+        Vec3::from_array(self.normal)
+    }
+
+    /// Signed distance of `p` from the plane, computed as the reference does
+    /// (axial planes read one component).
+    #[inline(always)]
+    pub fn distance(&self, p: Vec3) -> f32 {
+        if self.axis < 3 {
+            p[self.axis as usize] - self.dist
+        } else {
+            self.normal().dot(p) - self.dist
+        }
+    }
+}
+
+/// A convex brush: the intersection of the back half-spaces of its sides.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct Brush {
+    pub first_side: u32,
+    pub num_sides: u32,
+    pub contents: u32,
+    /// Index of the brush in the source file (reported by tools, keeps ties in source order).
+    pub source_index: u32,
+    pub mins: [f32; 3],
+    pub maxs: [f32; 3],
+}
+const _: () = assert!(std::mem::size_of::<Brush>() == 40);
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct BrushSide {
+    pub plane: u32,
+    pub surface_flags: u32,
+}
+
+/// A tree node. A child `c >= 0` is a node, `c < 0` is leaf `-1 - c`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct Node {
+    pub plane: u32,
+    pub children: [i32; 2],
+}
+
+/// A leaf cell of the solid-leaf tree.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct Leaf {
+    /// OR of the contents of the brushes that fill this cell (0: empty cell).
+    pub contents: u32,
+    pub first_brush: u32,
+    pub num_brushes: u32,
+    pub first_patch: u32,
+    pub num_patches: u32,
+}
+
+/// One patch surface's collision geometry: facets over a shared plane list.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct Patch {
+    pub contents: u32,
+    pub surface_flags: u32,
+    pub first_facet: u32,
+    pub num_facets: u32,
+    /// Range in `patch_planes` used by this patch's facets (indices in facets are absolute).
+    pub first_plane: u32,
+    pub num_planes: u32,
+    pub mins: [f32; 3],
+    pub maxs: [f32; 3],
+    pub source_surface: u32,
+}
+
+/// A patch plane stored as the reference stores it: normal and dist, plus sign bits.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct PatchPlane {
+    pub plane: [f32; 4],
+    pub sign_bits: u32,
+}
+
+/// A facet: a surface plane and border planes enclosing a convex piece of a patch.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct Facet {
+    /// Absolute index into `patch_planes`.
+    pub surface_plane: u32,
+    pub first_border: u32,
+    pub num_borders: u32,
+}
+
+/// A facet border: a plane, whether it faces inward (is used flipped), and
+/// whether box traces must not shift it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct FacetBorder {
+    /// Absolute index into `patch_planes`.
+    pub plane: u32,
+    pub inward: u32,
+    pub no_adjust: u32,
+}
+
+/// Facts about how the world was made, for `inspect` and the service.
+#[derive(Debug, Clone, Default)]
+pub struct WorldInfo {
+    pub source_name: String,
+    pub curves: bool,
+    pub source_brushes: usize,
+    pub source_brush_sides: usize,
+    pub source_patches: usize,
+    pub source_planes: usize,
+    pub compile_seconds: f64,
+    pub bevels_added: usize,
+}
+
+/// The world the kernel reads: every array is plain data, every index valid.
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    pub info: WorldInfo,
+    pub planes: Vec<Plane>,
+    pub brushes: Vec<Brush>,
+    pub brush_sides: Vec<BrushSide>,
+    pub nodes: Vec<Node>,
+    pub leaves: Vec<Leaf>,
+    pub leaf_brushes: Vec<u32>,
+    pub leaf_patches: Vec<u32>,
+    pub patches: Vec<Patch>,
+    pub patch_planes: Vec<PatchPlane>,
+    pub facets: Vec<Facet>,
+    pub facet_borders: Vec<FacetBorder>,
+    pub mins: [f32; 3],
+    pub maxs: [f32; 3],
+}
+
+impl World {
+    /// The tree's root as a child reference (a single leaf when there are no nodes).
+    pub fn root(&self) -> i32 {
+        if self.nodes.is_empty() {
+            -1
+        } else {
+            0
+        }
+    }
+}
