@@ -155,3 +155,61 @@ impl NextFloat for f32 {
         self + self.abs() * f32::EPSILON + f32::MIN_POSITIVE
     }
 }
+
+/// A rank for each world brush that follows the order in which the source's
+/// own leaves list them. The reference tests a leaf's brushes in that order
+/// and keeps the first of two equal contacts, so our leaves list brushes by
+/// this rank to settle ties the same way. Orders that contradict each other
+/// across leaves are broken by source index.
+pub fn source_leaf_order(bsp: &Q3Bsp) -> Vec<u32> {
+    use std::cmp::Reverse;
+    use std::collections::{BinaryHeap, HashSet};
+    let model = bsp.world_model();
+    let first = model.first_brush as usize;
+    let count = model.num_brushes as usize;
+    let world_index = |b: u32| (b as usize).checked_sub(first).filter(|&i| i < count);
+    let mut edges: HashSet<(usize, usize)> = HashSet::new();
+    for leaf in &bsp.leafs {
+        let start = leaf.first_leaf_brush as usize;
+        let list = &bsp.leaf_brushes[start..start + leaf.num_leaf_brushes as usize];
+        for pair in list.windows(2) {
+            if let (Some(a), Some(b)) = (world_index(pair[0]), world_index(pair[1])) {
+                if a != b {
+                    edges.insert((a, b));
+                }
+            }
+        }
+    }
+    let mut successors: Vec<Vec<usize>> = vec![Vec::new(); count];
+    let mut in_degree = vec![0usize; count];
+    for &(a, b) in &edges {
+        successors[a].push(b);
+        in_degree[b] += 1;
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> = (0..count).filter(|&i| in_degree[i] == 0).map(Reverse).collect();
+    let mut rank = vec![u32::MAX; count];
+    let mut next_rank = 0u32;
+    let mut fallback = 0usize;
+    while (next_rank as usize) < count {
+        let node = match ready.pop() {
+            Some(Reverse(n)) if rank[n] == u32::MAX => n,
+            Some(_) => continue,
+            None => {
+                // A cycle: take the lowest unranked brush regardless.
+                while rank[fallback] != u32::MAX {
+                    fallback += 1;
+                }
+                fallback
+            }
+        };
+        rank[node] = next_rank;
+        next_rank += 1;
+        for &s in &successors[node] {
+            in_degree[s] = in_degree[s].saturating_sub(1);
+            if in_degree[s] == 0 && rank[s] == u32::MAX {
+                ready.push(Reverse(s));
+            }
+        }
+    }
+    rank
+}

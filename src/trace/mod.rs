@@ -29,3 +29,37 @@ pub fn trace(world: &World, query: &TraceQuery, scratch: &mut Scratch) -> TraceR
     }
     work.finish(query)
 }
+
+/// One brush's contact with a trace, for diagnostics.
+#[derive(Debug, Clone, Copy)]
+pub struct BrushContact {
+    pub brush: u32,
+    pub source_index: u32,
+    pub result: TraceResult,
+}
+
+/// Every brush in `query.mask` that the trace touches, each clipped on its
+/// own (brute force, no tree): the raw material of "why this answer".
+pub fn brush_contacts(world: &World, query: &TraceQuery) -> Vec<BrushContact> {
+    let mut out = Vec::new();
+    for (i, b) in world.brushes.iter().enumerate() {
+        if b.contents & query.mask == 0 {
+            continue;
+        }
+        let mut work = TraceWork::new(query);
+        if work.is_position_test() {
+            if brush::box_in_brush(world, b, &work) {
+                work.result.startsolid = true;
+                work.result.allsolid = true;
+                work.result.fraction = 0.0;
+                work.result.contents = b.contents;
+            }
+        } else {
+            brush::trace_through_brush(world, b, &mut work);
+        }
+        if work.result.fraction < 1.0 || work.result.startsolid {
+            out.push(BrushContact { brush: i as u32, source_index: b.source_index, result: work.finish(query) });
+        }
+    }
+    out
+}
