@@ -28,7 +28,8 @@ pub struct BrushInput {
 }
 
 /// Copies model 0's brushes and every plane into `world` and computes each
-/// brush's face polygons.
+/// brush's face polygons. World brushes are numbered in the source's leaf
+/// order (see [`source_leaf_order`]), so a lower index wins a tie.
 pub fn collect(bsp: &Q3Bsp, world: &mut World) -> Result<Vec<BrushInput>, CompileError> {
     world.planes = bsp
         .planes
@@ -40,7 +41,10 @@ pub fn collect(bsp: &Q3Bsp, world: &mut World) -> Result<Vec<BrushInput>, Compil
         return Err(CompileError::TooLarge(MAX_BRUSHES));
     }
     let mut inputs = Vec::with_capacity(model.num_brushes as usize);
-    for source_index in model.first_brush..model.first_brush + model.num_brushes {
+    let rank = source_leaf_order(bsp);
+    let mut order: Vec<u32> = (model.first_brush..model.first_brush + model.num_brushes).collect();
+    order.sort_by_key(|&b| rank[(b - model.first_brush) as usize]);
+    for source_index in order {
         let brush = &bsp.brushes[source_index as usize];
         if brush.num_sides as usize > MAX_SIDES_PER_BRUSH {
             return Err(CompileError::TooLarge(MAX_SIDES_PER_BRUSH));
@@ -186,7 +190,10 @@ pub fn source_leaf_order(bsp: &Q3Bsp) -> Vec<u32> {
         successors[a].push(b);
         in_degree[b] += 1;
     }
-    let mut ready: BinaryHeap<Reverse<usize>> = (0..count).filter(|&i| in_degree[i] == 0).map(Reverse).collect();
+    let mut ready: BinaryHeap<Reverse<usize>> = (0..count)
+        .filter(|&i| in_degree[i] == 0)
+        .map(Reverse)
+        .collect();
     let mut rank = vec![u32::MAX; count];
     let mut next_rank = 0u32;
     let mut fallback = 0usize;

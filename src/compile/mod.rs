@@ -45,8 +45,7 @@ pub fn compile_q3(
     } else {
         Vec::new()
     };
-    let rank = brushes::source_leaf_order(bsp);
-    let stats = tree::build(&mut world, &input, &patches, &bsp.planes, &rank)?;
+    let stats = tree::build(&mut world, &input, &patches, &bsp.planes)?;
     let model = bsp.world_model();
     world.mins = model.mins.to_array();
     world.maxs = model.maxs.to_array();

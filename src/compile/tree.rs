@@ -132,7 +132,6 @@ struct Builder<'a> {
     world: &'a mut World,
     canon: PlaneCanon,
     leaf_brushes: Vec<Vec<u32>>,
-    brush_rank: &'a [u32],
 }
 
 pub fn build(
@@ -140,7 +139,6 @@ pub fn build(
     brushes: &[BrushInput],
     patches: &[PatchInput],
     source_planes: &[q3bsp::Plane],
-    brush_rank: &[u32],
 ) -> Result<BuildStats, CompileError> {
     let canon = PlaneCanon::new(world, source_planes);
     let fragments: Vec<Fragment> = brushes
@@ -164,7 +162,6 @@ pub fn build(
         world,
         canon,
         leaf_brushes: Vec::new(),
-        brush_rank,
     };
     world_reset_tree(builder.world);
     let root = builder.build_node(fragments, 0)?;
@@ -216,8 +213,9 @@ impl Builder<'_> {
 
     fn make_leaf(&mut self, fragments: &[Fragment]) -> i32 {
         let mut brushes: Vec<u32> = fragments.iter().map(|f| f.brush).collect();
-        // In the source's leaf order: the reference keeps the first of two equal contacts.
-        brushes.sort_unstable_by_key(|&b| (self.brush_rank.get(b as usize).copied().unwrap_or(u32::MAX), b));
+        // Brushes are numbered in the source's leaf order: the reference keeps
+        // the first of two equal contacts.
+        brushes.sort_unstable();
         brushes.dedup();
         let contents = brushes
             .iter()

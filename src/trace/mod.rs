@@ -55,10 +55,14 @@ pub fn brush_contacts(world: &World, query: &TraceQuery) -> Vec<BrushContact> {
                 work.result.contents = b.contents;
             }
         } else {
-            brush::trace_through_brush(world, b, &mut work);
+            brush::trace_through_brush(world, i as u32, b, &mut work);
         }
         if work.result.fraction < 1.0 || work.result.startsolid {
-            out.push(BrushContact { brush: i as u32, source_index: b.source_index, result: work.finish(query) });
+            out.push(BrushContact {
+                brush: i as u32,
+                source_index: b.source_index,
+                result: work.finish(query),
+            });
         }
     }
     out
