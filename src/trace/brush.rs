@@ -5,11 +5,11 @@ use super::work::TraceWork;
 use crate::math::SURFACE_CLIP_EPSILON;
 use crate::world::{Brush, World};
 
-/// Clips the trace against brush number `index`, updating the result when it
-/// is hit strictly nearer than anything found before (the reference keeps the
-/// first of two equal contacts in its traversal order).
+/// Clips the trace against `brush`, updating the result when it is hit
+/// strictly nearer than anything found before (the reference keeps the first
+/// of two equal contacts in its traversal order).
 #[inline]
-pub(crate) fn trace_through_brush(world: &World, index: u32, brush: &Brush, w: &mut TraceWork) {
+pub(crate) fn trace_through_brush(world: &World, brush: &Brush, w: &mut TraceWork) {
     if brush.num_sides == 0 {
         return;
     }
@@ -76,7 +76,6 @@ pub(crate) fn trace_through_brush(world: &World, index: u32, brush: &Brush, w: &
     }
     if enter_frac < leave_frac && enter_frac > -1.0 && enter_frac < w.result.fraction {
         if let Some(side_index) = clip {
-            w.hit_brush = index;
             let side = &world.brush_sides[side_index];
             let plane = &world.planes[side.plane as usize];
             w.result.fraction = enter_frac.max(0.0);

@@ -98,7 +98,7 @@ fn trace_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Le
         if brush.contents & w.mask == 0 {
             continue;
         }
-        trace_through_brush(world, b, brush, w);
+        trace_through_brush(world, brush, w);
         if w.result.allsolid {
             return;
         }
@@ -176,7 +176,6 @@ fn test_in_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &
             w.result.allsolid = true;
             w.result.fraction = 0.0;
             w.result.contents = brush.contents;
-            w.hit_brush = b;
             return;
         }
     }

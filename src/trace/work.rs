@@ -69,12 +69,7 @@ pub(crate) struct TraceWork {
     pub is_point: bool,
     pub mask: u32,
     pub result: TraceResult,
-    /// The brush that set the current contact (`NO_BRUSH` for none or a patch).
-    pub hit_brush: u32,
 }
-
-/// `TraceWork::hit_brush` when no brush set the current contact.
-pub(crate) const NO_BRUSH: u32 = u32::MAX;
 
 impl TraceWork {
     pub fn new(q: &TraceQuery) -> Self {
@@ -103,7 +98,6 @@ impl TraceWork {
             is_point,
             mask: q.mask,
             result: TraceResult::default(),
-            hit_brush: NO_BRUSH,
         }
     }
 
