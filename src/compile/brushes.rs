@@ -30,7 +30,11 @@ pub struct BrushInput {
 /// Copies model 0's brushes and every plane into `world` and computes each
 /// brush's face polygons. World brushes are numbered in the source's leaf
 /// order (see [`source_leaf_order`]), so a lower index wins a tie.
-pub fn collect(bsp: &Q3Bsp, world: &mut World) -> Result<Vec<BrushInput>, CompileError> {
+pub fn collect(
+    bsp: &Q3Bsp,
+    world: &mut World,
+    bevels_added: &mut usize,
+) -> Result<Vec<BrushInput>, CompileError> {
     world.planes = bsp
         .planes
         .iter()
@@ -64,10 +68,12 @@ pub fn collect(bsp: &Q3Bsp, world: &mut World) -> Result<Vec<BrushInput>, Compil
         }
         let faces = brush_faces(bsp, &sides);
         let (mins, maxs) = faces_bounds(&faces);
+        let bevels = add_axial_bevels(world, &sides, &faces);
+        *bevels_added += bevels;
         let index = world.brushes.len() as u32;
         world.brushes.push(world::Brush {
             first_side,
-            num_sides: brush.num_sides,
+            num_sides: brush.num_sides + bevels as u32,
             contents: bsp.shaders[brush.shader as usize].content_flags,
             source_index,
             mins,
@@ -80,6 +86,52 @@ pub fn collect(bsp: &Q3Bsp, world: &mut World) -> Result<Vec<BrushInput>, Compil
         });
     }
     Ok(inputs)
+}
+
+/// Adds the axis-aligned planes that bound a brush when its sides lack them
+/// (Quake 3 compilers always emit them; other sources may not). Without them
+/// a box swept past a sharp edge would be caught by the edge's extended
+/// planes far from the brush. Returns how many sides were added.
+fn add_axial_bevels(world: &mut World, sides: &[u32], faces: &[Face]) -> usize {
+    if faces.is_empty() {
+        return 0;
+    }
+    let (lo, hi) = faces.iter().fold(
+        (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
+        |(lo, hi), f| {
+            let (a, b) = f.winding.bounds();
+            (lo.min(a), hi.max(b))
+        },
+    );
+    let mut added = 0;
+    for axis in 0..3 {
+        for positive in [false, true] {
+            let mut normal = [0.0f32; 3];
+            normal[axis] = if positive { 1.0 } else { -1.0 };
+            let present = sides
+                .iter()
+                .any(|&p| world.planes[p as usize].normal == normal);
+            if present {
+                continue;
+            }
+            // Round outward so the bevel never cuts into the brush.
+            let dist = if positive {
+                (hi[axis] as f32).ceil()
+            } else {
+                -(lo[axis] as f32).floor()
+            };
+            world.planes.push(world::Plane::new(
+                crate::math::Vec3::from_array(normal),
+                dist,
+            ));
+            world.brush_sides.push(world::BrushSide {
+                plane: (world.planes.len() - 1) as u32,
+                surface_flags: 0,
+            });
+            added += 1;
+        }
+    }
+    added
 }
 
 /// The polygon of each side: a huge square on the side's plane cut by every

@@ -39,7 +39,8 @@ pub fn compile_q3(
 ) -> Result<World, CompileError> {
     let started = Instant::now();
     let mut world = World::default();
-    let input = brushes::collect(bsp, &mut world)?;
+    let mut bevels_added = 0;
+    let input = brushes::collect(bsp, &mut world, &mut bevels_added)?;
     let patches = if options.curves {
         patch::collect(bsp, &mut world)
     } else {
@@ -61,7 +62,7 @@ pub fn compile_q3(
         },
         source_planes: bsp.planes.len(),
         compile_seconds: started.elapsed().as_secs_f64(),
-        bevels_added: stats.bevels_added,
+        bevels_added: bevels_added + stats.bevels_added,
     };
     Ok(world)
 }

@@ -38,7 +38,9 @@ struct PlaneCanon {
 
 impl PlaneCanon {
     fn new(world: &mut World, source: &[q3bsp::Plane]) -> Self {
-        let n = world.planes.len();
+        // Only the source's planes come in pairs; planes added by the
+        // compiler (bevels) are never splitters and need no twin.
+        let n = source.len().min(world.planes.len());
         let paired = n % 2 == 0
             && (0..n / 2).all(|k| {
                 let (a, b) = (&source[2 * k], &source[2 * k + 1]);
