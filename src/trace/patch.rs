@@ -1,10 +1,371 @@
-//! Clipping against patch facets (placeholder until patch collision lands).
+//! Clipping against patch facets with the reference's rules: each facet is a
+//! thin convex piece (surface plane, borders, bevels, back of the surface);
+//! planes are pushed out by the box, the surface plane by its signed support
+//! and the borders by its absolute value, and the back side is never hit.
+//!
+//! Rays take a path of their own, as in the reference: a facet has no
+//! thickness, so a zero-size box would enter the surface and leave its back at
+//! the same fraction and never hit; rays instead find where they cross each
+//! surface plane and check that crossing against the facet's borders.
 
 use super::work::TraceWork;
-use crate::world::{Patch, World};
+use crate::math::{Vec3, SURFACE_CLIP_EPSILON};
+use crate::world::{Facet, FacetBorder, Patch, PatchPlane, World};
 
-pub(crate) fn trace_through_patch(_world: &World, _patch: &Patch, _w: &mut TraceWork) {}
+/// `a · b` summed left to right in f32, as the reference does for patch planes.
+#[inline(always)]
+fn dot(a: Vec3, b: Vec3) -> f32 {
+    a.x * b.x + a.y * b.y + a.z * b.z
+}
 
-pub(crate) fn position_test_patch(_world: &World, _patch: &Patch, _w: &TraceWork) -> bool {
-    false
+#[inline(always)]
+fn normal(p: &PatchPlane) -> Vec3 {
+    Vec3::new(p.plane[0], p.plane[1], p.plane[2])
+}
+
+/// Clips the trace against every facet of `patch`; when the patch is hit
+/// first, the trace takes its contents and surface flags.
+pub(crate) fn trace_through_patch(world: &World, patch: &Patch, w: &mut TraceWork) {
+    if !bounds_intersect(w, patch) {
+        return;
+    }
+    let before = w.result.fraction;
+    let first = patch.first_facet as usize;
+    let facets = &world.facets[first..first + patch.num_facets as usize];
+    if w.is_point {
+        for facet in facets {
+            trace_point_through_facet(world, facet, w);
+        }
+    } else {
+        for facet in facets {
+            trace_box_through_facet(world, facet, w);
+        }
+    }
+    if w.result.fraction < before {
+        w.result.contents = patch.contents;
+        w.result.surface_flags = patch.surface_flags;
+    }
+}
+
+/// The swept bounds meet the patch's bounds (with the clip epsilon as slack).
+fn bounds_intersect(w: &TraceWork, patch: &Patch) -> bool {
+    let [lo, hi] = w.bounds;
+    (0..3).all(|k| {
+        (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON
+            && (lo[k] as f64) <= patch.maxs[k] as f64 + SURFACE_CLIP_EPSILON
+    })
+}
+
+/// The facet's planes as the box sees them: the surface plane first, then
+/// each border (flipped when inward), each pushed out by the box.
+#[inline(always)]
+fn shifted_planes<'a>(
+    world: &'a World,
+    facet: &'a Facet,
+    w: &'a TraceWork,
+) -> ((Vec3, f32), impl Iterator<Item = (Vec3, f32)> + 'a) {
+    let surface = &world.patch_planes[facet.surface_plane as usize];
+    let n = normal(surface);
+    // Pushed out by the box's signed support along the normal.
+    let surface_plane = (
+        n,
+        surface.plane[3] - dot(w.offsets[surface.sign_bits as usize], n),
+    );
+    let first = facet.first_border as usize;
+    let borders = world.facet_borders[first..first + facet.num_borders as usize]
+        .iter()
+        .map(move |b: &FacetBorder| {
+            let p = &world.patch_planes[b.plane as usize];
+            let (n, d) = if b.inward != 0 {
+                (-normal(p), -p.plane[3])
+            } else {
+                (normal(p), p.plane[3])
+            };
+            // The box is centred, so the support is the same either way round.
+            (n, d + dot(w.offsets[p.sign_bits as usize], n).abs())
+        });
+    (surface_plane, borders)
+}
+
+/// Enter and leave fractions of a facet being clipped.
+struct Clip {
+    enter: f32,
+    leave: f32,
+}
+
+/// Clips the move against one plane; `None` when the move stays in front of
+/// it (the facet is missed), otherwise whether this plane is the new entry plane.
+#[inline(always)]
+fn clip_plane(n: Vec3, dist: f32, w: &TraceWork, clip: &mut Clip) -> Option<bool> {
+    let d1 = dot(w.start, n) - dist;
+    let d2 = dot(w.end, n) - dist;
+    if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
+        return None;
+    }
+    if d1 <= 0.0 && d2 <= 0.0 {
+        return Some(false);
+    }
+    let denom = (d1 - d2) as f64;
+    if d1 > d2 {
+        let f = (((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32).max(0.0);
+        // Only a strictly later entry replaces the earlier plane.
+        if f > clip.enter {
+            clip.enter = f;
+            return Some(true);
+        }
+    } else {
+        let f = (((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32).min(1.0);
+        if f < clip.leave {
+            clip.leave = f;
+        }
+    }
+    Some(false)
+}
+
+fn trace_box_through_facet(world: &World, facet: &Facet, w: &mut TraceWork) {
+    let mut clip = Clip {
+        enter: -1.0,
+        leave: 1.0,
+    };
+    let (surface, borders) = shifted_planes(world, facet, w);
+    let mut best = None;
+    match clip_plane(surface.0, surface.1, w, &mut clip) {
+        None => return,
+        Some(true) => best = Some(surface),
+        Some(false) => {}
+    }
+    let mut hit_border = None;
+    for (j, (n, d)) in borders.enumerate() {
+        let Some(entered) = clip_plane(n, d, w, &mut clip) else {
+            return;
+        };
+        if entered {
+            hit_border = Some(j);
+            best = Some((n, d));
+        }
+    }
+    // The last border is the back of the surface, which is never hit.
+    if hit_border.is_some() && hit_border == (facet.num_borders as usize).checked_sub(1) {
+        return;
+    }
+    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < w.result.fraction {
+        if let Some((n, d)) = best {
+            w.result.fraction = clip.enter;
+            w.result.normal = n;
+            w.result.dist = d;
+        }
+    }
+}
+
+/// How a ray relates to one plane: whether it starts in front, and the
+/// fraction where it crosses (a large value when it never does going forward).
+#[inline(always)]
+fn ray_crossing(p: &PatchPlane, w: &TraceWork) -> (bool, f32) {
+    let n = normal(p);
+    let offset = dot(w.offsets[p.sign_bits as usize], n);
+    let d1 = dot(w.start, n) - p.plane[3] + offset;
+    let d2 = dot(w.end, n) - p.plane[3] + offset;
+    let crossing = if d1 == d2 {
+        NEVER
+    } else {
+        let f = d1 / (d1 - d2);
+        if f <= 0.0 {
+            NEVER
+        } else {
+            f
+        }
+    };
+    (d1 > 0.0, crossing)
+}
+
+const NEVER: f32 = 99999.0;
+
+fn trace_point_through_facet(world: &World, facet: &Facet, w: &mut TraceWork) {
+    let surface = &world.patch_planes[facet.surface_plane as usize];
+    let (front, at) = ray_crossing(surface, w);
+    if !front || at > w.result.fraction {
+        return;
+    }
+    let first = facet.first_border as usize;
+    let inside = world.facet_borders[first..first + facet.num_borders as usize]
+        .iter()
+        .all(|b| {
+            let (front, crossing) = ray_crossing(&world.patch_planes[b.plane as usize], w);
+            if front ^ (b.inward != 0) {
+                crossing <= at
+            } else {
+                crossing >= at
+            }
+        });
+    if !inside {
+        return;
+    }
+    let n = normal(surface);
+    let offset = dot(w.offsets[surface.sign_bits as usize], n);
+    let d1 = dot(w.start, n) - surface.plane[3] + offset;
+    let d2 = dot(w.end, n) - surface.plane[3] + offset;
+    w.result.fraction = (((d1 as f64 - SURFACE_CLIP_EPSILON) / (d1 - d2) as f64) as f32).max(0.0);
+    w.result.normal = n;
+    w.result.dist = surface.plane[3];
+}
+
+/// Whether the box at the trace's start overlaps a facet of `patch`.
+pub(crate) fn position_test_patch(world: &World, patch: &Patch, w: &TraceWork) -> bool {
+    // A point is never inside a facet (they have no thickness), so the
+    // reference does not test points at all.
+    if w.is_point {
+        return false;
+    }
+    let first = patch.first_facet as usize;
+    world.facets[first..first + patch.num_facets as usize]
+        .iter()
+        .any(|facet| {
+            let (surface, mut borders) = shifted_planes(world, facet, w);
+            dot(w.start, surface.0) - surface.1 <= 0.0
+                && borders.all(|(n, d)| dot(w.start, n) - d <= 0.0)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::patch::{add_patch, PatchSource};
+    use crate::trace::work::TraceQuery;
+
+    const CONTENTS: u32 = 1;
+    const FLAGS: u32 = 0x4000;
+
+    /// A flat 3×3 patch on z = 0 over (0,0)–(64,64), facing +z.
+    fn flat_world() -> World {
+        let points: Vec<Vec3> = (0..3)
+            .flat_map(|j| (0..3).map(move |i| Vec3::new(i as f32 * 32.0, j as f32 * 32.0, 0.0)))
+            .collect();
+        let mut world = World::default();
+        let source = PatchSource {
+            width: 3,
+            height: 3,
+            points: &points,
+            contents: CONTENTS,
+            surface_flags: FLAGS,
+            source_surface: 0,
+        };
+        assert_eq!(add_patch(&mut world, &source), Some(0));
+        world
+    }
+
+    fn sweep(world: &World, start: Vec3, end: Vec3, half: f32) -> TraceWork {
+        let mut w = TraceWork::new(&TraceQuery {
+            start,
+            end,
+            mins: Vec3::splat(-half),
+            maxs: Vec3::splat(half),
+            mask: 1,
+        });
+        trace_through_patch(world, &world.patches[0], &mut w);
+        w
+    }
+
+    #[test]
+    fn flat_patch_is_one_facet_on_the_patch_plane() {
+        let world = flat_world();
+        assert_eq!(world.facets.len(), 1);
+        let surface = &world.patch_planes[world.facets[0].surface_plane as usize];
+        assert_eq!(surface.plane, [0.0, 0.0, 1.0, 0.0]);
+        let p = &world.patches[0];
+        assert_eq!((p.mins, p.maxs), ([-1.0, -1.0, -1.0], [65.0, 65.0, 1.0]));
+    }
+
+    #[test]
+    fn ray_from_the_front_hits_short_of_the_surface() {
+        let world = flat_world();
+        let w = sweep(
+            &world,
+            Vec3::new(16.0, 16.0, 64.0),
+            Vec3::new(16.0, 16.0, -64.0),
+            0.0,
+        );
+        assert_eq!(
+            w.result.fraction,
+            ((64.0 - SURFACE_CLIP_EPSILON) / 128.0) as f32
+        );
+        assert_eq!(w.result.normal, Vec3::Z);
+        assert_eq!(
+            (w.result.contents, w.result.surface_flags),
+            (CONTENTS, FLAGS)
+        );
+        assert!(!w.result.startsolid);
+    }
+
+    #[test]
+    fn ray_from_the_back_or_beside_misses() {
+        let world = flat_world();
+        let w = sweep(
+            &world,
+            Vec3::new(16.0, 16.0, -64.0),
+            Vec3::new(16.0, 16.0, 64.0),
+            0.0,
+        );
+        assert_eq!(w.result.fraction, 1.0);
+        let w = sweep(
+            &world,
+            Vec3::new(80.0, 16.0, 64.0),
+            Vec3::new(80.0, 16.0, -64.0),
+            0.0,
+        );
+        assert_eq!(w.result.fraction, 1.0);
+        assert_eq!(w.result.contents, 0);
+    }
+
+    #[test]
+    fn box_hits_the_plane_expanded_by_its_size() {
+        let world = flat_world();
+        let w = sweep(
+            &world,
+            Vec3::new(16.0, 16.0, 64.0),
+            Vec3::new(16.0, 16.0, -64.0),
+            8.0,
+        );
+        assert_eq!(
+            w.result.fraction,
+            ((56.0 - SURFACE_CLIP_EPSILON) / 128.0) as f32
+        );
+        assert_eq!((w.result.normal, w.result.dist), (Vec3::Z, 8.0));
+        // The box reaches past the edge: still a hit.
+        let w = sweep(
+            &world,
+            Vec3::new(70.0, 16.0, 64.0),
+            Vec3::new(70.0, 16.0, -64.0),
+            8.0,
+        );
+        assert!(w.result.fraction < 1.0);
+        // From behind, the box passes through (the back side is never hit).
+        let w = sweep(
+            &world,
+            Vec3::new(16.0, 16.0, -64.0),
+            Vec3::new(16.0, 16.0, 64.0),
+            8.0,
+        );
+        assert_eq!(w.result.fraction, 1.0);
+    }
+
+    #[test]
+    fn position_test_is_inside_the_slab_only() {
+        let world = flat_world();
+        let at = |p: Vec3, half: f32| {
+            let w = TraceWork::new(&TraceQuery {
+                start: p,
+                end: p,
+                mins: Vec3::splat(-half),
+                maxs: Vec3::splat(half),
+                mask: 1,
+            });
+            position_test_patch(&world, &world.patches[0], &w)
+        };
+        assert!(at(Vec3::new(32.0, 32.0, 4.0), 8.0));
+        assert!(at(Vec3::new(32.0, 32.0, -7.0), 8.0));
+        assert!(!at(Vec3::new(32.0, 32.0, 9.0), 8.0));
+        assert!(!at(Vec3::new(80.0, 32.0, 0.0), 8.0));
+        // Points are never inside a patch.
+        assert!(!at(Vec3::new(32.0, 32.0, 0.0), 0.0));
+    }
 }

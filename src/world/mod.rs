@@ -98,6 +98,7 @@ pub struct Patch {
     /// Range in `patch_planes` used by this patch's facets (indices in facets are absolute).
     pub first_plane: u32,
     pub num_planes: u32,
+    /// Bounds of the refined grid grown by one unit: they hold every facet.
     pub mins: [f32; 3],
     pub maxs: [f32; 3],
     pub source_surface: u32,
@@ -121,14 +122,16 @@ pub struct Facet {
     pub num_borders: u32,
 }
 
-/// A facet border: a plane, whether it faces inward (is used flipped), and
-/// whether box traces must not shift it.
+/// A facet border: a plane and whether it faces inward (is used flipped). The
+/// last border of a facet is the back of its surface plane, which is never hit.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
 pub struct FacetBorder {
     /// Absolute index into `patch_planes`.
     pub plane: u32,
     pub inward: u32,
+    /// The border is a neighbour's plane equal to the facet's own (kept for
+    /// tools; traces do not read it, as the reference does not).
     pub no_adjust: u32,
 }
 
