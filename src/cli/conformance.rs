@@ -7,6 +7,7 @@ use bspq::query::{answer, Answer, QueryLine};
 use bspq::trace::Scratch;
 use clap::Args;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -54,6 +55,7 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
     };
     let mut scratch = Scratch::new();
     let mut all_ok = true;
+    let mut out = std::io::stdout().lock();
     for set in &sets {
         let Some(queries_path) = find(&args.oracle, &format!("{set}.jsonl")) else {
             continue;
@@ -111,13 +113,16 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
                     *failures.entry(kind.clone()).or_default() += 1;
                     if shown < args.show {
                         shown += 1;
-                        println!("  {set}#{} [{kind}] {why}\n    query    {q}\n    expected {e}\n    got      {}", i + 1, got.to_json());
+                        writeln!(
+                            out,
+                            "  {set}#{} [{kind}] {why}\n    query    {q}\n    expected {e}\n    got      {}", i + 1, got.to_json())?;
                     }
                 }
             }
         }
         let total = queries.len();
-        println!(
+        writeln!(
+            out,
             "{set:7} {matched}/{total} matched ({:.3}%){}",
             100.0 * matched as f64 / total.max(1) as f64,
             if failures.is_empty() {
@@ -125,7 +130,7 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
             } else {
                 format!("  mismatches by kind: {failures:?}")
             }
-        );
+        )?;
         all_ok &= matched == total;
     }
     Ok(if all_ok || !args.strict {

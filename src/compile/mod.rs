@@ -46,7 +46,8 @@ pub fn compile_q3(
     } else {
         Vec::new()
     };
-    let stats = tree::build(&mut world, &input, &patches, &bsp.planes)?;
+    let source_splitters: Vec<u32> = bsp.nodes.iter().map(|n| n.plane).collect();
+    let stats = tree::build(&mut world, &input, &patches, &bsp.planes, &source_splitters)?;
     let model = bsp.world_model();
     world.mins = model.mins.to_array();
     world.maxs = model.maxs.to_array();

@@ -12,7 +12,7 @@ use super::CompileError;
 use crate::math::{dvec, DVec3, Winding, PLANE_SIDE_EPSILON, TREE_WALK_SLACK};
 use crate::source::q3bsp;
 use crate::world::{self, World};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Deepest tree we build; deeper means a degenerate or hostile map.
 pub const MAX_DEPTH: usize = 2048;
@@ -141,8 +141,11 @@ pub fn build(
     brushes: &[BrushInput],
     patches: &[PatchInput],
     source_planes: &[q3bsp::Plane],
+    source_node_planes: &[u32],
 ) -> Result<BuildStats, CompileError> {
     let canon = PlaneCanon::new(world, source_planes);
+    let source_splitters: HashSet<u32> =
+        source_node_planes.iter().map(|&p| canon.of(p).0).collect();
     let fragments: Vec<Fragment> = brushes
         .iter()
         .filter(|b| b.faces.len() >= 4)
@@ -175,8 +178,15 @@ pub fn build(
     let Builder {
         world,
         leaf_brushes,
-        ..
+        canon,
     } = builder;
+    if !source_splitters.is_empty() {
+        for node in world.nodes.iter_mut() {
+            if !source_splitters.contains(&canon.of(node.plane).0) {
+                node.flags |= world::NODE_CLOSED_PLANE;
+            }
+        }
+    }
     for (leaf, list) in world.leaves.iter_mut().zip(&leaf_brushes) {
         leaf.first_brush = world.leaf_brushes.len() as u32;
         leaf.num_brushes = list.len() as u32;
@@ -205,6 +215,7 @@ impl Builder<'_> {
         self.world.nodes.push(world::Node {
             plane: split,
             children: [0, 0],
+            flags: 0,
         });
         let (front, back) = self.partition(fragments, split);
         let front_child = self.build_node(front, depth + 1)?;

@@ -73,7 +73,15 @@ pub struct BrushSide {
 pub struct Node {
     pub plane: u32,
     pub children: [i32; 2],
+    /// `NODE_*` bits.
+    pub flags: u32,
 }
+const _: () = assert!(std::mem::size_of::<Node>() == 16);
+
+/// The node's plane is not a splitting plane of the source's own tree (it is
+/// the face of a detail brush): a point exactly on it lies in the brushes on
+/// both sides, as it does in the reference, whose leaf there lists them all.
+pub const NODE_CLOSED_PLANE: u32 = 1;
 
 /// A leaf cell of the solid-leaf tree.
 #[repr(C)]
