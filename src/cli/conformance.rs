@@ -116,6 +116,17 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
                         writeln!(
                             out,
                             "  {set}#{} [{kind}] {why}\n    query    {q}\n    expected {e}\n    got      {}", i + 1, got.to_json())?;
+                        // Every brush the trace touches, clipped alone: shows ties at a glance.
+                        if let bspq::query::Query::Trace(t) = &query {
+                            for c in bspq::trace::brush_contacts(&world, t) {
+                                let r = &c.result;
+                                writeln!(
+                                    out,
+                                    "    contact  brush {} (source {}): fraction {} startsolid {} allsolid {} contents {:#x} surface_flags {:#x} normal {:?}",
+                                    c.brush, c.source_index, r.fraction, r.startsolid, r.allsolid, r.contents, r.surface_flags, r.normal.to_array()
+                                )?;
+                            }
+                        }
                     }
                 }
             }

@@ -1,5 +1,6 @@
 //! Subcommands, one file each.
 
+mod bench;
 mod conformance;
 mod inspect;
 mod trace;
@@ -26,6 +27,8 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Compare answers with reference answers and print match rates.
     Conformance(conformance::ConformanceArgs),
+    /// Measure kernel throughput on a query file, side by side with parry3d.
+    Bench(bench::BenchArgs),
 }
 
 /// How to open a world: shared by every subcommand that takes one.
@@ -57,6 +60,7 @@ pub fn run() -> ExitCode {
         Command::Trace(args) => trace::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => code,

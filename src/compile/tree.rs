@@ -169,11 +169,9 @@ pub fn build(
         leaf_brushes: Vec::new(),
     };
     world_reset_tree(builder.world);
-    let root = builder.build_node(fragments, 0)?;
-    if root >= 0 && root != 0 {
-        // The root node is always created first.
-        return Err(CompileError::TooDeep(0));
-    }
+    // Nodes are created in pre-order, so the root is node 0 (or leaf 0 when
+    // nothing needed splitting), which is what `World::root` expects.
+    builder.build_node(fragments, 0)?;
     // Flatten leaf brush lists.
     let Builder {
         world,
@@ -398,7 +396,7 @@ impl Builder<'_> {
             candidate: false,
         });
         let keep = |faces: Vec<FragFace>| {
-            (faces.len() >= 4).then(|| Fragment {
+            (faces.len() >= 4).then_some(Fragment {
                 brush: f.brush,
                 faces,
             })

@@ -1,0 +1,445 @@
+//! `bspq bench`: kernel throughput on a query file, side by side with parry3d
+//! on the same queries in the same process (SPEC §6).
+
+mod parry;
+
+use super::WorldArgs;
+use anyhow::{bail, Context};
+use bspq::conformance::read_lines;
+use bspq::query::{Query, QueryLine};
+use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
+use bspq::world::World;
+use clap::Args;
+use parry::{Baseline, ParryQuery};
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// Target ratios of the issue, single thread: kernel qps over parry3d qps.
+const RAY_TARGET: f64 = 4.0;
+const BOX_TARGET: f64 = 10.0;
+
+/// Two first contacts agree when they are this close along the segment (units):
+/// the kernel stops `SURFACE_CLIP_EPSILON` short of a surface, parry does not.
+const AGREE_UNITS: f32 = 1.0;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    world: WorldArgs,
+    /// Query file: JSON lines (SPEC §3), plain or gzipped.
+    #[arg(long)]
+    queries: PathBuf,
+    /// Timed runs per engine; the median is reported.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Shortest time of one run (ms): the query file is replayed until it is reached.
+    #[arg(long, default_value_t = 200)]
+    min_run_ms: u64,
+    /// Also run the kernel on this many threads, each on a slice of the queries.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Batch size for the batch kernel (recorded; the batch kernel does not exist yet).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Print one JSON object on stdout (the human summary goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Skip the parry3d baseline.
+    #[arg(long)]
+    no_parry: bool,
+}
+
+/// Queries per second over several runs.
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    median: f64,
+    min: f64,
+    max: f64,
+    /// How many passes over the query set one run made.
+    passes: usize,
+}
+
+impl Stats {
+    fn from_runs(mut qps: Vec<f64>, passes: usize) -> Stats {
+        qps.sort_by(f64::total_cmp);
+        let n = qps.len();
+        let median = if n == 0 {
+            0.0
+        } else if n % 2 == 1 {
+            qps[n / 2]
+        } else {
+            (qps[n / 2 - 1] + qps[n / 2]) * 0.5
+        };
+        Stats {
+            median,
+            min: qps.first().copied().unwrap_or(0.0),
+            max: qps.last().copied().unwrap_or(0.0),
+            passes,
+        }
+    }
+}
+
+/// Nanoseconds this thread has run on a CPU (Linux schedstat), so that a
+/// busy machine does not pass for a slow kernel.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Wall-clock throughput, and CPU-time throughput where the OS reports it.
+struct Measured {
+    wall: Stats,
+    cpu: Option<Stats>,
+}
+
+/// Times `pass` (one pass over `count` queries): a warm-up pass sizes the
+/// runs so each lasts at least `min_run`, then `runs` runs are timed.
+fn measure(count: usize, runs: usize, min_run: Duration, mut pass: impl FnMut()) -> Measured {
+    if count == 0 {
+        return Measured {
+            wall: Stats::from_runs(Vec::new(), 0),
+            cpu: None,
+        };
+    }
+    let t = Instant::now();
+    pass();
+    let once = t.elapsed().max(Duration::from_nanos(1));
+    let passes = (min_run.as_secs_f64() / once.as_secs_f64()).ceil().max(1.0) as usize;
+    let mut wall = Vec::with_capacity(runs);
+    let mut cpu = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let cpu0 = thread_cpu_ns();
+        let t = Instant::now();
+        for _ in 0..passes {
+            pass();
+        }
+        let elapsed = t.elapsed().as_secs_f64();
+        let done = (count * passes) as f64;
+        wall.push(done / elapsed);
+        if let (Some(a), Some(b)) = (cpu0, thread_cpu_ns()) {
+            if b > a {
+                cpu.push(done / ((b - a) as f64 * 1e-9));
+            }
+        }
+    }
+    let cpu = (cpu.len() == runs).then(|| Stats::from_runs(cpu, passes));
+    Measured {
+        wall: Stats::from_runs(wall, passes),
+        cpu,
+    }
+}
+
+fn trace_pass(world: &World, queries: &[TraceQuery], scratch: &mut Scratch) {
+    for q in queries {
+        black_box(trace(world, black_box(q), scratch));
+    }
+}
+
+/// All-core throughput: `threads` threads, each replaying its slice of the queries.
+fn measure_threads(
+    world: &World,
+    queries: &[TraceQuery],
+    threads: usize,
+    runs: usize,
+    passes: usize,
+) -> Stats {
+    let chunk = queries.len().div_ceil(threads).max(1);
+    let run = || {
+        let t = Instant::now();
+        std::thread::scope(|s| {
+            for slice in queries.chunks(chunk) {
+                s.spawn(move || {
+                    let mut scratch = Scratch::new();
+                    for _ in 0..passes {
+                        trace_pass(world, slice, &mut scratch);
+                    }
+                });
+            }
+        });
+        (queries.len() * passes) as f64 / t.elapsed().as_secs_f64()
+    };
+    run(); // warm-up
+    Stats::from_runs((0..runs).map(|_| run()).collect(), passes)
+}
+
+/// The CPU model from /proc/cpuinfo, when there is one.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name") || l.starts_with("Model"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_owned())
+}
+
+fn qps(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.3} M/s", x / 1e6)
+    } else {
+        format!("{:.1} k/s", x / 1e3)
+    }
+}
+
+fn stats_line(name: &str, m: &Measured) -> String {
+    let s = &m.wall;
+    let cpu = m.cpu.as_ref().map_or(String::new(), |c| {
+        format!("; per CPU second {}", qps(c.median))
+    });
+    format!(
+        "{name:<10} {} median (min {}, max {}; {} passes per run{cpu})",
+        qps(s.median),
+        qps(s.min),
+        qps(s.max),
+        s.passes
+    )
+}
+
+fn stats_json(m: &Measured) -> serde_json::Value {
+    let s = &m.wall;
+    serde_json::json!({
+        "median": s.median,
+        "min": s.min,
+        "max": s.max,
+        "passes": s.passes,
+        "cpu_median": m.cpu.map(|c| c.median),
+    })
+}
+
+/// What the parry3d side produced.
+struct ParryRun {
+    stats: Measured,
+    baseline: Baseline,
+    build_seconds: f64,
+    /// Queries on which both engines report the same first contact.
+    agree: usize,
+}
+
+fn run_parry(
+    world: &World,
+    traces: &[TraceQuery],
+    runs: usize,
+    min_run: Duration,
+) -> anyhow::Result<ParryRun> {
+    let t = Instant::now();
+    let baseline = Baseline::build(world).context("parry3d baseline (try --no-parry)")?;
+    let build_seconds = t.elapsed().as_secs_f64();
+    let queries: Vec<ParryQuery> = traces.iter().map(ParryQuery::new).collect();
+    let stats = measure(queries.len(), runs, min_run, || {
+        for q in &queries {
+            black_box(baseline.query(black_box(q)));
+        }
+    });
+    // Not timed: a check that the mesh stands for the same world.
+    let mut scratch = Scratch::new();
+    let mut agree = 0usize;
+    for (q, pq) in traces.iter().zip(&queries) {
+        let r = trace(world, q, &mut scratch);
+        let ours = (r.fraction < 1.0 || r.startsolid).then_some(r.fraction);
+        let theirs = baseline.query(pq).filter(|&t| t <= 1.0);
+        let len = (q.end - q.start).length();
+        agree += match (ours, theirs) {
+            (None, None) => true,
+            (Some(a), Some(b)) => (a - b).abs() * len <= AGREE_UNITS,
+            _ => false,
+        } as usize;
+    }
+    Ok(ParryRun {
+        stats,
+        baseline,
+        build_seconds,
+        agree,
+    })
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    a / b.max(f64::MIN_POSITIVE)
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    if args.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    if args.batch == Some(0) {
+        bail!("--batch must be at least 1");
+    }
+    let load_start = Instant::now();
+    let world = args.world.open()?;
+    let load_seconds = load_start.elapsed().as_secs_f64();
+    let lines = read_lines(&args.queries)
+        .with_context(|| format!("cannot read queries from {}", args.queries.display()))?;
+
+    let mut traces = Vec::new();
+    let mut points = Vec::new();
+    let mut rejected = 0usize;
+    for (index, line) in lines.iter().enumerate() {
+        match QueryLine::parse(line).and_then(|q| q.validate()) {
+            Ok(Query::Trace(q)) => traces.push(q),
+            Ok(Query::Point(p)) => points.push(p),
+            Err(err) => {
+                rejected += 1;
+                if rejected <= 5 {
+                    eprintln!("bspq: {}:{}: {err}", args.queries.display(), index + 1);
+                }
+            }
+        }
+    }
+    if traces.is_empty() && points.is_empty() {
+        bail!("{} holds no valid query", args.queries.display());
+    }
+    let rays = traces.iter().filter(|q| q.mins == q.maxs).count();
+    let boxes = traces.len() - rays;
+    let min_run = Duration::from_millis(args.min_run_ms);
+
+    let mut scratch = Scratch::new();
+    let bspq = measure(traces.len(), args.runs, min_run, || {
+        trace_pass(&world, &traces, &mut scratch)
+    });
+    let bspq_points = measure(points.len(), args.runs, min_run, || {
+        for p in &points {
+            black_box(point_contents(&world, black_box(*p)));
+        }
+    });
+    let threaded = (args.threads > 1 && !traces.is_empty())
+        .then(|| measure_threads(&world, &traces, args.threads, args.runs, bspq.wall.passes));
+    let parry = if args.no_parry || traces.is_empty() {
+        None
+    } else {
+        Some(run_parry(&world, &traces, args.runs, min_run)?)
+    };
+
+    let cpu = cpu_model();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let wall_ratio = parry
+        .as_ref()
+        .map(|p| ratio(bspq.wall.median, p.stats.wall.median));
+    let cpu_ratio = parry.as_ref().and_then(|p| {
+        Some(ratio(
+            bspq.cpu.as_ref()?.median,
+            p.stats.cpu.as_ref()?.median,
+        ))
+    });
+    let target = match (rays, boxes) {
+        (0, 0) => None,
+        (_, 0) => Some(RAY_TARGET),
+        (0, _) => Some(BOX_TARGET),
+        _ => None,
+    };
+
+    let mut report = vec![
+        format!(
+            "world      {} ({} curves, loaded in {load_seconds:.2} s)",
+            args.world.world,
+            if args.world.no_curves { "no" } else { "with" }
+        ),
+        format!(
+            "queries    {} traces ({rays} rays, {boxes} boxes), {} points, {rejected} rejected lines, from {}",
+            traces.len(),
+            points.len(),
+            args.queries.display()
+        ),
+        format!(
+            "cpu        {cpu}, {cores} cores; {} runs of at least {} ms each",
+            args.runs, args.min_run_ms
+        ),
+    ];
+    if !traces.is_empty() {
+        report.push(stats_line("bspq", &bspq));
+    }
+    if let Some(t) = &threaded {
+        report.push(format!(
+            "{:<10} {} median (min {}, max {}; {} threads, all-core)",
+            format!("bspq x{}", args.threads),
+            qps(t.median),
+            qps(t.min),
+            qps(t.max),
+            args.threads
+        ));
+    }
+    if !points.is_empty() {
+        report.push(stats_line("points", &bspq_points));
+    }
+    if let Some(p) = &parry {
+        report.push(stats_line("parry3d", &p.stats));
+        report.push(format!(
+            "mesh       {} triangles, {} vertices from {} solid brushes and {} patch facets, built in {:.2} s; same first contact as bspq on {:.1}% of queries",
+            p.baseline.triangles,
+            p.baseline.vertices,
+            p.baseline.brushes,
+            p.baseline.facets,
+            p.build_seconds,
+            100.0 * p.agree as f64 / traces.len() as f64
+        ));
+    }
+    if let Some(r) = wall_ratio {
+        let goal = target.map_or(String::new(), |t| {
+            format!(
+                " (target >= {t}x: {})",
+                if r >= t { "met" } else { "NOT met" }
+            )
+        });
+        let by_cpu = cpu_ratio.map_or(String::new(), |c| format!("; by CPU time {c:.2}x"));
+        report.push(format!("ratio      {r:.2}x bspq / parry3d{goal}{by_cpu}"));
+    }
+    if let Some(n) = args.batch {
+        report.push(format!(
+            "batch      {n} (recorded only: no batch kernel yet)"
+        ));
+    }
+    for line in &report {
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+
+    if args.json {
+        let has_traces = !traces.is_empty();
+        let out = serde_json::json!({
+            "world": args.world.world,
+            "curves": !args.world.no_curves,
+            "queries_file": args.queries.display().to_string(),
+            "queries": traces.len(),
+            "rays": rays,
+            "boxes": boxes,
+            "points": points.len(),
+            "rejected": rejected,
+            "runs": args.runs,
+            "bspq_qps": has_traces.then_some(bspq.wall.median),
+            "bspq": has_traces.then(|| stats_json(&bspq)),
+            "bspq_point_qps": (!points.is_empty()).then_some(bspq_points.wall.median),
+            "parry_qps": parry.as_ref().map(|p| p.stats.wall.median),
+            "parry": parry.as_ref().map(|p| stats_json(&p.stats)),
+            "parry_agree": parry.as_ref().map(|p| p.agree as f64 / traces.len() as f64),
+            "parry_mesh": parry.as_ref().map(|p| serde_json::json!({
+                "triangles": p.baseline.triangles,
+                "vertices": p.baseline.vertices,
+                "brushes": p.baseline.brushes,
+                "facets": p.baseline.facets,
+                "build_seconds": p.build_seconds,
+            })),
+            "ratio": wall_ratio,
+            "ratio_cpu": cpu_ratio,
+            "target_ratio": target,
+            "threads": args.threads,
+            "bspq_threads_qps": threaded.map(|t| t.median),
+            "batch": args.batch,
+            "cpu": cpu,
+            "cores": cores,
+        });
+        println!("{out}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
