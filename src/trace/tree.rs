@@ -6,86 +6,110 @@ use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
 use crate::world::{Leaf, World};
 
-/// Traces the whole move through the tree from the root.
+/// A piece of the move still to walk: `child` between fractions `f1..f2`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Segment {
+    child: i32,
+    f1: f32,
+    f2: f32,
+    p1: Vec3,
+    p2: Vec3,
+}
+
+/// Traces the whole move through the tree from the root, nearest side first,
+/// with an explicit stack of the far sides still to visit.
 pub(crate) fn trace_tree(world: &World, w: &mut TraceWork, scratch: &mut Scratch) {
-    let (start, end) = (w.start, w.end);
-    trace_node(world, w, scratch, world.root(), 0.0, 1.0, start, end);
+    let mut stack = std::mem::take(&mut scratch.segment_stack);
+    stack.clear();
+    stack.push(Segment {
+        child: world.root(),
+        f1: 0.0,
+        f2: 1.0,
+        p1: w.start,
+        p2: w.end,
+    });
+    while let Some(seg) = stack.pop() {
+        walk_segment(world, w, scratch, seg, &mut stack);
+    }
+    scratch.segment_stack = stack;
 }
 
 /// How far (along the plane's normal) the box reaches beyond its centre.
 #[inline(always)]
-fn support(world_plane_normal: Vec3, axis: u32, extents: Vec3) -> f32 {
+fn support(normal: Vec3, axis: u32, extents: Vec3) -> f32 {
     if axis < 3 {
         extents[axis as usize]
     } else {
-        world_plane_normal.abs().dot(extents)
+        normal.abs().dot(extents)
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn trace_node(
+/// Descends from `seg.child` along the near side, pushing far sides.
+#[inline]
+fn walk_segment(
     world: &World,
     w: &mut TraceWork,
     scratch: &mut Scratch,
-    child: i32,
-    p1f: f32,
-    p2f: f32,
-    p1: Vec3,
-    p2: Vec3,
+    seg: Segment,
+    stack: &mut Vec<Segment>,
 ) {
+    let Segment {
+        mut child,
+        f1: p1f,
+        mut f2,
+        p1,
+        mut p2,
+    } = seg;
     // Something nearer than this whole segment was already hit.
     if w.result.fraction <= p1f {
         return;
     }
-    if child < 0 {
-        trace_leaf(world, w, scratch, &world.leaves[(-1 - child) as usize]);
-        return;
+    let is_point = w.is_point;
+    while child >= 0 {
+        let node = &world.nodes[child as usize];
+        let plane = &world.planes[node.plane as usize];
+        let normal = plane.normal();
+        // A full dot product gives the same bits as reading one component
+        // of an axial plane, without the branch.
+        let t1 = normal.dot(p1) - plane.dist;
+        let t2 = normal.dot(p2) - plane.dist;
+        let reach = if is_point {
+            0.0
+        } else {
+            support(normal, plane.axis, w.extents)
+        } + TREE_WALK_SLACK;
+        if t1 >= reach && t2 >= reach {
+            child = node.children[0];
+            continue;
+        }
+        if t1 < -reach && t2 < -reach {
+            child = node.children[1];
+            continue;
+        }
+        // The segment straddles the (thickened) plane: near side now, far side later.
+        let (near, frac_near_end, frac_far_start) = if t1 < t2 {
+            let inv = 1.0 / (t1 - t2);
+            (1usize, (t1 - reach) * inv, (t1 + reach) * inv)
+        } else if t1 > t2 {
+            let inv = 1.0 / (t1 - t2);
+            (0usize, (t1 + reach) * inv, (t1 - reach) * inv)
+        } else {
+            (0usize, 1.0, 0.0)
+        };
+        let frac2 = frac_far_start.clamp(0.0, 1.0);
+        stack.push(Segment {
+            child: node.children[near ^ 1],
+            f1: p1f + (f2 - p1f) * frac2,
+            f2,
+            p1: p1 + (p2 - p1) * frac2,
+            p2,
+        });
+        let frac = frac_near_end.clamp(0.0, 1.0);
+        f2 = p1f + (f2 - p1f) * frac;
+        p2 = p1 + (p2 - p1) * frac;
+        child = node.children[near];
     }
-    let node = &world.nodes[child as usize];
-    let plane = &world.planes[node.plane as usize];
-    let t1 = plane.distance(p1);
-    let t2 = plane.distance(p2);
-    let reach = if w.is_point {
-        0.0
-    } else {
-        support(plane.normal(), plane.axis, w.extents)
-    } + TREE_WALK_SLACK;
-    if t1 >= reach && t2 >= reach {
-        trace_node(world, w, scratch, node.children[0], p1f, p2f, p1, p2);
-        return;
-    }
-    if t1 < -reach && t2 < -reach {
-        trace_node(world, w, scratch, node.children[1], p1f, p2f, p1, p2);
-        return;
-    }
-    // The segment straddles the (thickened) plane: near side first, then far.
-    let (near, frac_near_end, frac_far_start) = if t1 < t2 {
-        let inv = 1.0 / (t1 - t2);
-        (1usize, (t1 - reach) * inv, (t1 + reach) * inv)
-    } else if t1 > t2 {
-        let inv = 1.0 / (t1 - t2);
-        (0usize, (t1 + reach) * inv, (t1 - reach) * inv)
-    } else {
-        (0usize, 1.0, 0.0)
-    };
-    let frac = frac_near_end.clamp(0.0, 1.0);
-    let mid_f = p1f + (p2f - p1f) * frac;
-    let mid = p1 + (p2 - p1) * frac;
-    trace_node(world, w, scratch, node.children[near], p1f, mid_f, p1, mid);
-
-    let frac2 = frac_far_start.clamp(0.0, 1.0);
-    let mid_f2 = p1f + (p2f - p1f) * frac2;
-    let mid2 = p1 + (p2 - p1) * frac2;
-    trace_node(
-        world,
-        w,
-        scratch,
-        node.children[near ^ 1],
-        mid_f2,
-        p2f,
-        mid2,
-        p2,
-    );
+    trace_leaf(world, w, scratch, &world.leaves[(-1 - child) as usize]);
 }
 
 fn trace_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Leaf) {

@@ -125,6 +125,7 @@ pub struct Scratch {
     brush_stamps: Vec<u32>,
     patch_stamps: Vec<u32>,
     pub(crate) leaf_stack: Vec<u32>,
+    pub(crate) segment_stack: Vec<super::tree::Segment>,
 }
 
 impl Scratch {
