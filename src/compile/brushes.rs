@@ -155,7 +155,20 @@ fn brush_faces(bsp: &Q3Bsp, sides: &[u32]) -> Vec<Face> {
                 continue;
             }
             let other = &bsp.planes[other_index as usize];
-            if !winding.clip_back(dvec(other.normal), other.dist as f64, PLANE_SIDE_EPSILON) {
+            let (on_normal, on_dist) = (dvec(other.normal), other.dist as f64);
+            let coplanar = winding
+                .points
+                .iter()
+                .all(|p| (p.dot(on_normal) - on_dist).abs() <= PLANE_SIDE_EPSILON);
+            if coplanar && on_normal.dot(dvec(plane.normal)) > 0.0 {
+                // A nearly identical side: like an exact duplicate, keep the first.
+                if j < i {
+                    alive = false;
+                    break;
+                }
+                continue;
+            }
+            if !winding.clip_back(on_normal, on_dist, PLANE_SIDE_EPSILON) {
                 alive = false;
                 break;
             }

@@ -123,7 +123,8 @@ fn trace_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Le
             continue;
         }
         trace_through_brush(world, brush, w);
-        if w.result.allsolid {
+        // Like the reference, stop at a contact at the very start.
+        if w.result.allsolid || w.result.fraction == 0.0 {
             return;
         }
     }

@@ -1,0 +1,155 @@
+//! End to end: the real `bspq trace` binary, query lines on stdin, one answer
+//! line per query on stdout, answers equal to the library's.
+
+mod common;
+
+use bspq::query::{answer, Answer};
+use bspq::trace::Scratch;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn run_trace(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .arg("trace")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bspq runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A mix of rays, boxes, points and edge cases from the committed oracle subset.
+fn sample_queries() -> Vec<String> {
+    let mut lines = Vec::new();
+    for set in common::SETS {
+        let data = common::load_set("q3dm6ish", set, true);
+        lines.extend(data.queries.iter().step_by(97).take(8).cloned());
+    }
+    // A position test and a ray with the default mask.
+    lines
+        .push(r#"{"start":[0,0,64],"end":[0,0,64],"mins":[-15,-15,-24],"maxs":[15,15,32]}"#.into());
+    lines.push(r#"{"start":[-100,-100,100],"end":[300,200,-50]}"#.into());
+    lines
+}
+
+fn stdout_lines(out: &Output) -> Vec<String> {
+    String::from_utf8(out.stdout.clone())
+        .expect("utf-8 output")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn check_answers(curves: bool) {
+    let map = common::map_path("q3dm6ish");
+    let mut args = vec!["--world", map.to_str().unwrap()];
+    if !curves {
+        args.push("--no-curves");
+    }
+    let queries = sample_queries();
+    let out = run_trace(&args, &(queries.join("\n") + "\n"));
+    assert!(
+        out.status.success(),
+        "bspq trace failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), queries.len(), "one answer line per query");
+    let world = common::load_world("q3dm6ish", curves);
+    let mut scratch = Scratch::new();
+    for (q, line) in queries.iter().zip(&lines) {
+        let got: Answer = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("answer line does not parse ({e}): {line}"));
+        let expected = answer(&world, &mut scratch, &common::parse_query(q));
+        assert_eq!(got, expected, "query {q}");
+    }
+}
+
+#[test]
+fn trace_answers_match_the_library() {
+    check_answers(true);
+}
+
+#[test]
+fn trace_answers_match_the_library_without_curves() {
+    check_answers(false);
+}
+
+#[test]
+fn bad_lines_give_error_objects_and_exit_status_1() {
+    let map = common::map_path("q3dm6ish");
+    let good = r#"{"start":[0,0,64],"end":[64,0,64]}"#;
+    let input = [
+        good,
+        "{not json",
+        good,
+        r#"{"start":[0,0,0]}"#,
+        r#"{"start":[0,0,0],"end":[1,1,1],"mins":[1,0,0],"maxs":[0,0,0]}"#,
+        "",
+        r#"{"point":[0,0,0]}"#,
+    ]
+    .join("\n")
+        + "\n";
+    let out = run_trace(&["--world", map.to_str().unwrap()], &input);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a bad line makes the exit status 1"
+    );
+    let lines = stdout_lines(&out);
+    // Blank lines are skipped; every other line gets exactly one line back.
+    assert_eq!(lines.len(), 6, "{lines:#?}");
+    let json: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for (i, expected_index, code) in [
+        (1, 1, "malformed_query"),
+        (3, 3, "missing_field"),
+        (4, 4, "mins_above_maxs"),
+    ] {
+        let err = &json[i]["error"];
+        assert!(
+            err.is_object(),
+            "line {i} is not an error object: {}",
+            lines[i]
+        );
+        assert_eq!(err["code"], code, "{}", lines[i]);
+        assert_eq!(err["query_index"], expected_index, "{}", lines[i]);
+        assert!(
+            err["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{}",
+            lines[i]
+        );
+    }
+    // The good lines around the bad ones are still answered, in order.
+    for i in [0, 2] {
+        let a: Answer = serde_json::from_str(&lines[i]).expect("an answer");
+        assert!(matches!(a, Answer::Trace(_)), "{}", lines[i]);
+    }
+    assert!(matches!(
+        serde_json::from_str::<Answer>(&lines[5]),
+        Ok(Answer::Point(_))
+    ));
+    assert!(!out.stderr.is_empty(), "errors are also reported on stderr");
+}
+
+#[test]
+fn a_missing_world_is_an_error() {
+    let out = run_trace(&["--world", "/nonexistent/dir/nomap.bsp"], "");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nomap.bsp"),
+        "the error names the file: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,0 +1,105 @@
+//! Helpers shared by the integration tests: the committed maps and oracle
+//! subsets under `tests/data/` (never `/work/shared`).
+#![allow(dead_code)]
+
+use bspq::compile::CompileOptions;
+use bspq::conformance::read_lines;
+use bspq::query::{Query, QueryLine};
+use bspq::world::load::{open_world, WorldSpec};
+use bspq::world::World;
+use std::path::PathBuf;
+
+/// The committed maps (`tests/data/maps/NAME.bsp`).
+pub const MAPS: [&str; 3] = ["oa_ctf2", "q3dm6ish", "aggressor"];
+/// The query sets of an oracle folder.
+pub const SETS: [&str; 4] = ["rays", "boxes", "points", "extras"];
+
+pub fn data_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+pub fn map_path(map: &str) -> PathBuf {
+    data_dir().join("maps").join(format!("{map}.bsp"))
+}
+
+pub fn oracle_dir(map: &str) -> PathBuf {
+    data_dir().join("oracle").join(map)
+}
+
+pub fn load_world(map: &str, curves: bool) -> World {
+    let spec = WorldSpec::parse(map_path(map).to_str().expect("utf-8 path"));
+    open_world(&spec, &CompileOptions { curves })
+        .unwrap_or_else(|e| panic!("cannot open {map} (curves {curves}): {e}"))
+}
+
+/// Parses and validates one query line (test data is trusted to be valid).
+pub fn parse_query(line: &str) -> Query {
+    QueryLine::parse(line)
+        .and_then(|q| q.validate())
+        .unwrap_or_else(|e| panic!("bad query line {line}: {e}"))
+}
+
+/// One query set of a committed oracle subset.
+pub struct OracleSet {
+    pub map: String,
+    pub set: String,
+    pub curves: bool,
+    pub queries: Vec<String>,
+    pub expected: Vec<String>,
+    /// The kind of each query (same length as `queries`).
+    pub kinds: Vec<String>,
+}
+
+fn read(path: PathBuf) -> Vec<String> {
+    read_lines(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// Reads a set of the committed subset: queries, the answers for `curves`
+/// (points have one answer file) and the kinds.
+pub fn load_set(map: &str, set: &str, curves: bool) -> OracleSet {
+    let dir = oracle_dir(map);
+    let queries = read(dir.join(format!("{set}.jsonl.gz")));
+    let expected_name = if set == "points" || curves {
+        format!("{set}.expected.jsonl.gz")
+    } else {
+        format!("{set}.nocurves.expected.jsonl.gz")
+    };
+    let expected = read(dir.join(expected_name));
+    assert_eq!(
+        queries.len(),
+        expected.len(),
+        "{map}/{set}: query and answer counts differ"
+    );
+    let kinds = match set {
+        "extras" => read(dir.join("extras.kinds.txt.gz")),
+        "rays" | "boxes" => {
+            // kinds.txt: "# rays", one kind per ray, "# boxes", one per box.
+            let mut section = String::new();
+            read(dir.join("kinds.txt.gz"))
+                .into_iter()
+                .filter(|line| {
+                    if let Some(name) = line.strip_prefix('#') {
+                        section = name.trim().to_owned();
+                        false
+                    } else {
+                        section == set
+                    }
+                })
+                .collect()
+        }
+        _ => vec![set.to_owned(); queries.len()],
+    };
+    assert_eq!(
+        kinds.len(),
+        queries.len(),
+        "{map}/{set}: kinds and query counts differ"
+    );
+    OracleSet {
+        map: map.to_owned(),
+        set: set.to_owned(),
+        curves,
+        queries,
+        expected,
+        kinds,
+    }
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Make the committed oracle subsets under tests/data/oracle/ (see README.md there).
+
+Usage: python3 tests/data/make_oracle_subset.py [ORACLE_DIR]
+ORACLE_DIR defaults to ../shared/oracle relative to the repository root
+(/work/shared/oracle in the development setup). Only this script reads it;
+the tests read the committed subsets.
+
+For each committed map (tests/data/maps/*.bsp that has an oracle folder):
+- rays, boxes, points: every STEP-th line (lines 0, STEP, 2*STEP, ... — 2 000
+  of 20 000), with the matching lines of every expected file (curves on and
+  off) and of kinds.txt (its "# rays" / "# boxes" header lines are kept);
+- extras: every line, with extras.kinds.txt and both expected files.
+Output is gzip with mtime 0, so reruns are byte-identical.
+"""
+
+import gzip
+import os
+import sys
+
+MAPS = ["oa_ctf2", "q3dm6ish", "aggressor"]
+STEP = 10
+SAMPLED_SETS = ["rays", "boxes", "points"]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def read(path):
+    with gzip.open(path, "rt", encoding="utf-8", newline="\n") as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
+
+
+def write(path, lines):
+    with open(path, "wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
+            f.write("".join(line + "\n" for line in lines).encode("utf-8"))
+
+
+def subset_map(src, dst):
+    os.makedirs(dst, exist_ok=True)
+    picked = {}
+    for name in sorted(os.listdir(src)):
+        if not name.endswith(".jsonl.gz"):
+            continue
+        set_name = name.split(".", 1)[0]
+        lines = read(os.path.join(src, name))
+        if set_name in SAMPLED_SETS:
+            out = lines[::STEP]
+            picked[set_name] = (len(lines), len(out))
+        elif set_name == "extras":
+            out = lines
+        else:
+            raise SystemExit(f"unexpected file {name} in {src}")
+        write(os.path.join(dst, name), out)
+
+    # kinds.txt: "# rays", one kind per ray, "# boxes", one kind per box.
+    kinds = read(os.path.join(src, "kinds.txt.gz"))
+    sections, current = {}, None
+    for line in kinds:
+        if line.startswith("#"):
+            current = line[1:].strip()
+            sections[current] = []
+        else:
+            sections[current].append(line)
+    out = []
+    for set_name in ("rays", "boxes"):
+        total, _ = picked[set_name]
+        if len(sections[set_name]) != total:
+            raise SystemExit(f"{src}: kinds for {set_name} do not match its query count")
+        out.append("# " + set_name)
+        out.extend(sections[set_name][::STEP])
+    write(os.path.join(dst, "kinds.txt.gz"), out)
+    write(os.path.join(dst, "extras.kinds.txt.gz"), read(os.path.join(src, "extras.kinds.txt.gz")))
+    return picked
+
+
+def main():
+    src_root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(REPO), "shared", "oracle")
+    dst_root = os.path.join(HERE, "oracle")
+    for m in MAPS:
+        picked = subset_map(os.path.join(src_root, m), os.path.join(dst_root, m))
+        extras = len(read(os.path.join(dst_root, m, "extras.jsonl.gz")))
+        print(m, {k: v[1] for k, v in picked.items()}, "extras", extras)
+
+
+if __name__ == "__main__":
+    main()
