@@ -149,7 +149,7 @@ fn main() {
         let path = dir.join(format!("{name}.bsp"));
         let spec = WorldSpec::parse(&path.to_string_lossy());
         match open_world(&spec, &CompileOptions::default()) {
-            Ok(world) => bench_map(&mut c, name, &world),
+            Ok(world) => bench_map(&mut c, name, &world.view()),
             Err(err) => eprintln!("kernel bench: skipping {}: {err}", path.display()),
         }
     }

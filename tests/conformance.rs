@@ -55,7 +55,8 @@ fn note(text: &str) {
 /// Runs every set of `map` with curves on or off; panics with a readable
 /// report on any mismatch that is not accepted.
 fn check_map(map: &str, curves: bool) {
-    let world = load_world(map, curves);
+    let loaded = load_world(map, curves);
+    let world = loaded.view();
     let allow: BTreeMap<(String, usize), Accepted> = accepted()
         .into_iter()
         .filter(|a| a.map == map && a.curves == curves)

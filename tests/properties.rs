@@ -27,13 +27,13 @@ const CLIP_EPSILON: f32 = 0.125;
 /// coordinates are below ~8192, where f32 steps are under 1e-3).
 const ROUNDING: f32 = 0.01;
 
-static WORLDS_NO_CURVES: LazyLock<Vec<World>> = LazyLock::new(|| {
+static WORLDS_NO_CURVES: LazyLock<Vec<bspq::world::load::LoadedWorld>> = LazyLock::new(|| {
     common::MAPS
         .iter()
         .map(|m| common::load_world(m, false))
         .collect()
 });
-static WORLDS_CURVES: LazyLock<Vec<World>> = LazyLock::new(|| {
+static WORLDS_CURVES: LazyLock<Vec<bspq::world::load::LoadedWorld>> = LazyLock::new(|| {
     common::MAPS
         .iter()
         .map(|m| common::load_world(m, true))
@@ -233,7 +233,7 @@ proptest! {
     /// from a face of brush 284 reports fraction 0, startsolid false.)
     #[test]
     fn a_trace_never_moves_into_solid(m in moving()) {
-        let world = &WORLDS_NO_CURVES[m.map];
+        let world = &WORLDS_NO_CURVES[m.map].view();
         let name = common::MAPS[m.map];
         let q = m.query(world);
         let mut scratch = Scratch::new();
@@ -279,7 +279,7 @@ proptest! {
     /// first found in traversal order wins and the traversal of P→E differs.
     #[test]
     fn b_split_trace_agrees(m in moving(), split in 0.05f32..0.95) {
-        let world = &WORLDS_NO_CURVES[m.map];
+        let world = &WORLDS_NO_CURVES[m.map].view();
         let name = common::MAPS[m.map];
         let q = m.query(world);
         let mut scratch = Scratch::new();
@@ -402,7 +402,7 @@ proptest! {
         let alone: Vec<Vec<u32>> = batch
             .iter()
             .map(|a| {
-                let world = &worlds[a.map()];
+                let world = &worlds[a.map()].view();
                 bits(&answer(world, &mut Scratch::new(), &a.build(world)))
             })
             .collect();
@@ -418,7 +418,7 @@ proptest! {
         let mut shared = Scratch::new();
         for pass in 0..2 {
             for &i in &order {
-                let world = &worlds[batch[i].map()];
+                let world = &worlds[batch[i].map()].view();
                 let got = bits(&answer(world, &mut shared, &batch[i].build(world)));
                 prop_assert_eq!(&got, &alone[i], "pass {}, query {:?}", pass, batch[i]);
             }
@@ -431,7 +431,7 @@ proptest! {
 /// within `margin` of the boundary of some brush.
 fn brute_force_contents(world: &World, p: Vec3, margin: f32) -> Option<u32> {
     let mut contents = 0;
-    for brush in &world.brushes {
+    for brush in world.brushes {
         let (lo, hi) = (Vec3::from_array(brush.mins), Vec3::from_array(brush.maxs));
         if p.cmplt(lo - Vec3::splat(1.0)).any() || p.cmpgt(hi + Vec3::splat(1.0)).any() {
             continue;
@@ -497,7 +497,7 @@ proptest! {
         mask in mask(),
         m in moving(),
     ) {
-        let world = &WORLDS_NO_CURVES[map];
+        let world = &WORLDS_NO_CURVES[map].view();
         let name = common::MAPS[map];
         let mut scratch = Scratch::new();
         let p = off_grid_point(world, unit, frac);
@@ -513,7 +513,7 @@ proptest! {
             }
         }
 
-        let world = &WORLDS_NO_CURVES[m.map];
+        let world = &WORLDS_NO_CURVES[m.map].view();
         let name = common::MAPS[m.map];
         let ray = TraceQuery { mins: Vec3::ZERO, maxs: Vec3::ZERO, ..m.query(world) };
         let hit = trace(world, &ray, &mut scratch);
@@ -545,7 +545,7 @@ proptest! {
 /// planes and are right; point contents read the leaf and are not.
 #[test]
 fn point_contents_near_almost_coplanar_brush_sides() {
-    let world = &WORLDS_NO_CURVES[2];
+    let world = &WORLDS_NO_CURVES[2].view();
     assert_eq!(common::MAPS[2], "aggressor");
     let mut scratch = Scratch::new();
     let mut wrong = Vec::new();

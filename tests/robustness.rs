@@ -154,7 +154,7 @@ fn check_world(w: &World) -> Result<(), String> {
             Err(format!("{what} range {first}+{num} beyond {len}"))
         }
     };
-    for n in &w.nodes {
+    for n in w.nodes {
         if n.plane as usize >= w.planes.len() {
             return Err(format!("node plane {} out of range", n.plane));
         }
@@ -172,7 +172,7 @@ fn check_world(w: &World) -> Result<(), String> {
     if w.leaves.is_empty() {
         return Err("no leaves".into());
     }
-    for l in &w.leaves {
+    for l in w.leaves {
         within(
             "leaf brushes",
             l.first_brush,
@@ -200,7 +200,7 @@ fn check_world(w: &World) -> Result<(), String> {
     {
         return Err(format!("leaf patch {p} out of range"));
     }
-    for b in &w.brushes {
+    for b in w.brushes {
         within(
             "brush sides",
             b.first_side,
@@ -215,7 +215,7 @@ fn check_world(w: &World) -> Result<(), String> {
     {
         return Err(format!("brush side plane {} out of range", s.plane));
     }
-    for p in &w.patches {
+    for p in w.patches {
         within("patch facets", p.first_facet, p.num_facets, w.facets.len())?;
         within(
             "patch planes",
@@ -224,7 +224,7 @@ fn check_world(w: &World) -> Result<(), String> {
             w.patch_planes.len(),
         )?;
     }
-    for f in &w.facets {
+    for f in w.facets {
         within(
             "facet borders",
             f.first_border,
@@ -308,9 +308,13 @@ fn mutated_maps_give_errors_or_valid_worlds() {
                         let bytes = m.apply(original);
                         let t0 = Instant::now();
                         let outcome = catch_unwind(AssertUnwindSafe(|| {
-                            let options = CompileOptions { curves: i % 4 != 0 };
+                            let options = CompileOptions {
+                                curves: i % 4 != 0,
+                                ..Default::default()
+                            };
                             match world_from_bytes(&bytes, "mutant", &options) {
-                                Ok(world) => {
+                                Ok(loaded) => {
+                                    let world = loaded.view();
                                     check_world(&world)?;
                                     exercise(&world, &mut Rng(i as u64));
                                     Ok(true)
@@ -406,9 +410,13 @@ fn pk3_member_answers_like_the_plain_bsp() {
     assert_eq!(spec.member.as_deref(), Some("maps/q3dm6ish.bsp"));
     assert_eq!(spec.name(), "q3dm6ish");
     for curves in [true, false] {
-        let options = CompileOptions { curves };
+        let options = CompileOptions {
+            curves,
+            ..Default::default()
+        };
         let from_pk3 = open_world(&spec, &options).expect("pk3 member opens");
         let plain = common::load_world("q3dm6ish", curves);
+        let (from_pk3, plain) = (from_pk3.view(), plain.view());
         let (mut s1, mut s2) = (Scratch::new(), Scratch::new());
         let mut n = 0;
         for set in common::SETS {
@@ -425,14 +433,24 @@ fn pk3_member_answers_like_the_plain_bsp() {
 
     // Quake's file system is case-insensitive; so is member lookup.
     let upper = WorldSpec::parse(&format!("{archive_str}:MAPS/Q3DM6ISH.BSP"));
-    open_world(&upper, &CompileOptions { curves: false }).expect("case-insensitive member");
+    open_world(
+        &upper,
+        &CompileOptions {
+            curves: false,
+            ..Default::default()
+        },
+    )
+    .expect("case-insensitive member");
 
     // An archive with a single map opens without naming the member.
     let single = dir.path().join("single.pk3");
     std::fs::write(&single, zip_of(&[("maps/q3dm6ish.bsp", &bsp)])).unwrap();
     open_world(
         &WorldSpec::parse(single.to_str().unwrap()),
-        &CompileOptions { curves: false },
+        &CompileOptions {
+            curves: false,
+            ..Default::default()
+        },
     )
     .expect("the only map of an archive");
 }
@@ -448,7 +466,10 @@ fn pk3_missing_member_is_an_error_naming_it() {
     )
     .unwrap();
     let archive_str = archive.to_str().unwrap();
-    let options = CompileOptions { curves: true };
+    let options = CompileOptions {
+        curves: true,
+        ..Default::default()
+    };
 
     let spec = WorldSpec::parse(&format!("{archive_str}:maps/nosuchmap.bsp"));
     let err = open_world(&spec, &options)

@@ -275,7 +275,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         bail!("--batch must be at least 1");
     }
     let load_start = Instant::now();
-    let world = args.world.open()?;
+    let loaded = args.world.open()?;
+    let world = loaded.view();
     let load_seconds = load_start.elapsed().as_secs_f64();
     let lines = read_lines(&args.queries)
         .with_context(|| format!("cannot read queries from {}", args.queries.display()))?;

@@ -37,7 +37,8 @@ fn find(dir: &Path, stem: &str) -> Option<PathBuf> {
 }
 
 pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
-    let world = args.world.open()?;
+    let loaded = args.world.open()?;
+    let world = loaded.view();
     let sets = if args.sets.is_empty() {
         vec![
             "rays".into(),

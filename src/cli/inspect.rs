@@ -1,8 +1,10 @@
-//! `bspq inspect`: what a world holds.
+//! `bspq inspect`: what a world holds, and for compiled files how they are laid out.
 
 use super::WorldArgs;
+use bspq::world::format;
 use clap::Args;
 use std::process::ExitCode;
+use std::time::Instant;
 
 #[derive(Args)]
 pub struct InspectArgs {
@@ -11,13 +13,40 @@ pub struct InspectArgs {
 }
 
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let world = args.world.open()?;
-    let info = &world.info;
+    let spec = bspq::world::load::WorldSpec::parse(&args.world.world);
+    let mut checksum_ok = true;
+    if spec.member.is_none() {
+        if let Ok(bytes) = std::fs::read(&spec.path) {
+            if format::looks_like_world_file(&bytes) {
+                checksum_ok = print_layout(&bytes);
+            }
+        }
+    }
+    let started = Instant::now();
+    let loaded = args.world.open()?;
+    let load_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let world = loaded.view();
+    let info = world.info;
     let solid_leaves = world.leaves.iter().filter(|l| l.contents != 0).count();
     println!("world            {}", info.source_name);
+    println!("source hash      {:016x}", info.source_hash);
+    println!("compiler         {}", info.compiler_version);
     println!(
         "curves           {}",
         if info.curves { "on" } else { "off" }
+    );
+    let hulls: Vec<String> = info
+        .hulls
+        .iter()
+        .map(|h| format!("{}={:?}..{:?}", h.name, h.mins, h.maxs))
+        .collect();
+    println!(
+        "hulls            {}",
+        if hulls.is_empty() {
+            "none".to_owned()
+        } else {
+            hulls.join(" ")
+        }
     );
     println!("bounds           {:?} .. {:?}", world.mins, world.maxs);
     println!(
@@ -30,6 +59,11 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         world.planes.len(),
         info.source_planes
     );
+    println!(
+        "brushes          {} ({} sides)",
+        world.brushes.len(),
+        world.brush_sides.len()
+    );
     println!("tree nodes       {}", world.nodes.len());
     println!(
         "leaves           {} ({} solid)",
@@ -38,8 +72,62 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     );
     println!("leaf brush refs  {}", world.leaf_brushes.len());
     println!("leaf patch refs  {}", world.leaf_patches.len());
-    println!("patch facets     {}", world.facets.len());
+    println!(
+        "patch facets     {} ({} planes)",
+        world.facets.len(),
+        world.patch_planes.len()
+    );
     println!("bevels added     {}", info.bevels_added);
     println!("compile time     {:.1} ms", info.compile_seconds * 1000.0);
-    Ok(ExitCode::SUCCESS)
+    let how = match loaded.file_layout() {
+        Some(_) if loaded.is_mapped() => "mapped compiled file, validated",
+        Some(_) => "copied compiled file, validated",
+        None => "compiled from source, validated",
+    };
+    println!("load time        {load_ms:.2} ms ({how})");
+    println!("data bytes       {}", loaded.data_bytes());
+    Ok(if checksum_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Prints the header and section table; returns whether the checksum holds.
+fn print_layout(bytes: &[u8]) -> bool {
+    match format::parse_layout(bytes, false) {
+        Ok(layout) => {
+            let actual = format::content_checksum(bytes);
+            let ok = actual == layout.checksum;
+            println!(
+                "format           bspq compiled world, version {}",
+                layout.version
+            );
+            println!("file bytes       {}", layout.file_len);
+            println!(
+                "checksum         {:016x} (xxh3-64) {}",
+                layout.checksum,
+                if ok {
+                    "ok".to_owned()
+                } else {
+                    format!("MISMATCH: content hashes to {actual:016x}")
+                }
+            );
+            println!("sections");
+            for s in &layout.sections {
+                println!(
+                    "  {:14} offset {:>9}  {:>8} records  {:>9} bytes",
+                    s.kind.name(),
+                    s.offset,
+                    s.count,
+                    s.byte_len
+                );
+            }
+            ok
+        }
+        Err(e) => {
+            println!("format           bspq compiled world, unreadable: {e}");
+            false
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! Subcommands, one file each.
 
 mod bench;
+mod compile;
 mod conformance;
 mod inspect;
 mod trace;
@@ -23,6 +24,8 @@ struct Cli {
 enum Command {
     /// Answer JSON query lines from stdin, one answer line per query on stdout.
     Trace(trace::TraceArgs),
+    /// Compile a Quake 3 map into a compiled world file.
+    Compile(compile::CompileArgs),
     /// Print what a world holds: counts, bounds, compile time.
     Inspect(inspect::InspectArgs),
     /// Compare answers with reference answers and print match rates.
@@ -34,7 +37,7 @@ enum Command {
 /// How to open a world: shared by every subcommand that takes one.
 #[derive(Args, Clone)]
 pub struct WorldArgs {
-    /// World file: a Quake 3 .bsp, or ARCHIVE.pk3:maps/NAME.bsp.
+    /// World: a compiled world file, a Quake 3 .bsp, or ARCHIVE.pk3:maps/NAME.bsp (told apart by content).
     #[arg(long)]
     pub world: String,
     /// Leave patch (curve) collision out.
@@ -43,11 +46,12 @@ pub struct WorldArgs {
 }
 
 impl WorldArgs {
-    pub fn open(&self) -> anyhow::Result<bspq::world::World> {
+    pub fn open(&self) -> anyhow::Result<bspq::world::load::LoadedWorld> {
         use anyhow::Context;
         let spec = bspq::world::load::WorldSpec::parse(&self.world);
         let options = bspq::compile::CompileOptions {
             curves: !self.no_curves,
+            ..Default::default()
         };
         bspq::world::load::open_world(&spec, &options)
             .with_context(|| format!("cannot open world {}", self.world))
@@ -58,6 +62,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Trace(args) => trace::run(args),
+        Command::Compile(args) => compile::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),

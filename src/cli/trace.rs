@@ -14,7 +14,8 @@ pub struct TraceArgs {
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
-    let world = args.world.open()?;
+    let loaded = args.world.open()?;
+    let world = loaded.view();
     let mut scratch = Scratch::new();
     let stdin = std::io::stdin().lock();
     let mut out = BufWriter::new(std::io::stdout().lock());

@@ -3,7 +3,7 @@
 use super::CompileError;
 use crate::math::{dvec, DVec3, Winding, PLANE_SIDE_EPSILON};
 use crate::source::Q3Bsp;
-use crate::world::{self, World};
+use crate::world::{self, WorldData};
 
 /// Most brushes and sides a world may have (indices are stored as u32 and
 /// the builder's memory grows with them).
@@ -32,7 +32,7 @@ pub struct BrushInput {
 /// order (see [`source_leaf_order`]), so a lower index wins a tie.
 pub fn collect(
     bsp: &Q3Bsp,
-    world: &mut World,
+    world: &mut WorldData,
     bevels_added: &mut usize,
 ) -> Result<Vec<BrushInput>, CompileError> {
     world.planes = bsp
@@ -92,7 +92,7 @@ pub fn collect(
 /// (Quake 3 compilers always emit them; other sources may not). Without them
 /// a box swept past a sharp edge would be caught by the edge's extended
 /// planes far from the brush. Returns how many sides were added.
-fn add_axial_bevels(world: &mut World, sides: &[u32], faces: &[Face]) -> usize {
+fn add_axial_bevels(world: &mut WorldData, sides: &[u32], faces: &[Face]) -> usize {
     if faces.is_empty() {
         return 0;
     }

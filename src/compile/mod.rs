@@ -6,20 +6,29 @@ pub mod patch;
 mod tree;
 
 use crate::source::Q3Bsp;
-use crate::world::{World, WorldInfo};
+use crate::world::{WorldData, WorldInfo};
 use std::time::Instant;
 use thiserror::Error;
+
+/// Recorded in every compiled world.
+pub const COMPILER_VERSION: &str = concat!("bspq ", env!("CARGO_PKG_VERSION"));
 
 /// Options that change what is compiled.
 #[derive(Debug, Clone)]
 pub struct CompileOptions {
     /// Include patch (curve) collision, as the reference does by default.
     pub curves: bool,
+    /// Box sizes to register as onion hulls (recorded in the world; hull
+    /// compilation comes with the onion-BSP work).
+    pub hulls: Vec<crate::world::HullSpec>,
 }
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        Self { curves: true }
+        Self {
+            curves: true,
+            hulls: Vec::new(),
+        }
     }
 }
 
@@ -36,9 +45,9 @@ pub fn compile_q3(
     bsp: &Q3Bsp,
     name: &str,
     options: &CompileOptions,
-) -> Result<World, CompileError> {
+) -> Result<WorldData, CompileError> {
     let started = Instant::now();
-    let mut world = World::default();
+    let mut world = WorldData::default();
     let mut bevels_added = 0;
     let input = brushes::collect(bsp, &mut world, &mut bevels_added)?;
     let patches = if options.curves {
@@ -53,6 +62,9 @@ pub fn compile_q3(
     world.maxs = model.maxs.to_array();
     world.info = WorldInfo {
         source_name: name.to_owned(),
+        source_hash: 0,
+        compiler_version: COMPILER_VERSION.to_owned(),
+        hulls: options.hulls.clone(),
         curves: options.curves,
         source_brushes: model.num_brushes as usize,
         source_brush_sides: input.iter().map(|b| b.sides.len()).sum(),

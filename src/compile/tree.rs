@@ -11,7 +11,7 @@ use super::patch::PatchInput;
 use super::CompileError;
 use crate::math::{dvec, DVec3, Winding, PLANE_SIDE_EPSILON, TREE_WALK_SLACK};
 use crate::source::q3bsp;
-use crate::world::{self, World};
+use crate::world::{self, WorldData};
 use std::collections::{HashMap, HashSet};
 
 /// Deepest tree we build; deeper means a degenerate or hostile map.
@@ -37,7 +37,7 @@ struct PlaneCanon {
 }
 
 impl PlaneCanon {
-    fn new(world: &mut World, source: &[q3bsp::Plane]) -> Self {
+    fn new(world: &mut WorldData, source: &[q3bsp::Plane]) -> Self {
         // Only the source's planes come in pairs; planes added by the
         // compiler (bevels) are never splitters and need no twin.
         let n = source.len().min(world.planes.len());
@@ -131,13 +131,13 @@ enum Class {
 }
 
 struct Builder<'a> {
-    world: &'a mut World,
+    world: &'a mut WorldData,
     canon: PlaneCanon,
     leaf_brushes: Vec<Vec<u32>>,
 }
 
 pub fn build(
-    world: &mut World,
+    world: &mut WorldData,
     brushes: &[BrushInput],
     patches: &[PatchInput],
     source_planes: &[q3bsp::Plane],
@@ -194,7 +194,7 @@ pub fn build(
     Ok(BuildStats { bevels_added: 0 })
 }
 
-fn world_reset_tree(world: &mut World) {
+fn world_reset_tree(world: &mut WorldData) {
     world.nodes.clear();
     world.leaves.clear();
     world.leaf_brushes.clear();
@@ -406,7 +406,7 @@ impl Builder<'_> {
 }
 
 /// Files each patch into every leaf its bounds (grown by the walk slack) touch.
-fn file_patches(world: &mut World, patches: &[PatchInput]) {
+fn file_patches(world: &mut WorldData, patches: &[PatchInput]) {
     let mut per_leaf: Vec<Vec<u32>> = vec![Vec::new(); world.leaves.len()];
     let mut stack = Vec::new();
     for p in patches {

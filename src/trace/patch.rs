@@ -231,16 +231,17 @@ mod tests {
     use super::*;
     use crate::compile::patch::{add_patch, PatchSource};
     use crate::trace::work::TraceQuery;
+    use crate::world::WorldData;
 
     const CONTENTS: u32 = 1;
     const FLAGS: u32 = 0x4000;
 
     /// A flat 3×3 patch on z = 0 over (0,0)–(64,64), facing +z.
-    fn flat_world() -> World {
+    fn flat_world() -> WorldData {
         let points: Vec<Vec3> = (0..3)
             .flat_map(|j| (0..3).map(move |i| Vec3::new(i as f32 * 32.0, j as f32 * 32.0, 0.0)))
             .collect();
-        let mut world = World::default();
+        let mut world = WorldData::default();
         let source = PatchSource {
             width: 3,
             height: 3,
@@ -279,7 +280,7 @@ mod tests {
     fn ray_from_the_front_hits_short_of_the_surface() {
         let world = flat_world();
         let w = sweep(
-            &world,
+            &world.view(),
             Vec3::new(16.0, 16.0, 64.0),
             Vec3::new(16.0, 16.0, -64.0),
             0.0,
@@ -300,14 +301,14 @@ mod tests {
     fn ray_from_the_back_or_beside_misses() {
         let world = flat_world();
         let w = sweep(
-            &world,
+            &world.view(),
             Vec3::new(16.0, 16.0, -64.0),
             Vec3::new(16.0, 16.0, 64.0),
             0.0,
         );
         assert_eq!(w.result.fraction, 1.0);
         let w = sweep(
-            &world,
+            &world.view(),
             Vec3::new(80.0, 16.0, 64.0),
             Vec3::new(80.0, 16.0, -64.0),
             0.0,
@@ -320,7 +321,7 @@ mod tests {
     fn box_hits_the_plane_expanded_by_its_size() {
         let world = flat_world();
         let w = sweep(
-            &world,
+            &world.view(),
             Vec3::new(16.0, 16.0, 64.0),
             Vec3::new(16.0, 16.0, -64.0),
             8.0,
@@ -332,7 +333,7 @@ mod tests {
         assert_eq!((w.result.normal, w.result.dist), (Vec3::Z, 8.0));
         // The box reaches past the edge: still a hit.
         let w = sweep(
-            &world,
+            &world.view(),
             Vec3::new(70.0, 16.0, 64.0),
             Vec3::new(70.0, 16.0, -64.0),
             8.0,
@@ -340,7 +341,7 @@ mod tests {
         assert!(w.result.fraction < 1.0);
         // From behind, the box passes through (the back side is never hit).
         let w = sweep(
-            &world,
+            &world.view(),
             Vec3::new(16.0, 16.0, -64.0),
             Vec3::new(16.0, 16.0, 64.0),
             8.0,
@@ -359,7 +360,7 @@ mod tests {
                 maxs: Vec3::splat(half),
                 mask: 1,
             });
-            position_test_patch(&world, &world.patches[0], &w)
+            position_test_patch(&world.view(), &world.patches[0], &w)
         };
         assert!(at(Vec3::new(32.0, 32.0, 4.0), 8.0));
         assert!(at(Vec3::new(32.0, 32.0, -7.0), 8.0));

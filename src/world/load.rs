@@ -2,7 +2,10 @@
 
 use crate::compile::{compile_q3, CompileError, CompileOptions};
 use crate::source::{pk3, q3bsp, Q3Bsp, SourceError};
-use crate::world::World;
+use crate::world::format::{self, FileMeta, FormatError, Layout};
+use crate::world::validate::validate;
+use crate::world::{World, WorldData};
+use bytemuck::Zeroable;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -24,8 +27,12 @@ pub enum LoadError {
     Compile(#[from] CompileError),
     #[error("{path} is a pk3 archive: name a member, e.g. {path}:{example}")]
     NeedMember { path: PathBuf, example: String },
-    #[error("unrecognised world file (not IBSP, not a zip archive)")]
+    #[error(
+        "unrecognised world file (not a compiled bspq world, not IBSP, not a pk3 with one map)"
+    )]
     UnknownFormat,
+    #[error("compiled world: {0}")]
+    Format(#[from] FormatError),
 }
 
 /// A world spec: `FILE` or `ARCHIVE.pk3:maps/NAME.bsp`.
@@ -112,21 +119,269 @@ pub fn read_source(spec: &WorldSpec) -> Result<Vec<u8>, LoadError> {
     Ok(bytes)
 }
 
-/// Builds a world from the bytes of a source, detected by content.
+/// Compiled world files up to this size are copied into memory rather than
+/// mapped, so that nobody truncating the file later can fault a reader.
+/// Larger ones are mapped read-only: replace them by atomic rename (as
+/// `bspq compile` and the server do), never by rewriting in place.
+pub const COPY_BELOW_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Bytes kept at an 8-byte alignment, so plain records can be cast in place.
+pub struct AlignedBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    pub fn from_slice(bytes: &[u8]) -> Self {
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
+        Self {
+            words,
+            len: bytes.len(),
+        }
+    }
+
+    fn read_file(file: &mut std::fs::File, len: usize) -> std::io::Result<Self> {
+        use std::io::Read;
+        let mut words = vec![0u64; len.div_ceil(8)];
+        file.read_exact(&mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..len])?;
+        Ok(Self { words, len })
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+    }
+}
+
+/// Where a loaded world's arrays live.
+enum Storage {
+    /// Compiled just now from a source.
+    Built(WorldData),
+    /// A compiled world file, copied or mapped.
+    File {
+        bytes: FileBytes,
+        layout: Layout,
+        meta: FileMeta,
+    },
+}
+
+enum FileBytes {
+    Copied(AlignedBytes),
+    Mapped(memmap2::Mmap),
+}
+
+impl FileBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            FileBytes::Copied(b) => b.as_slice(),
+            FileBytes::Mapped(m) => m,
+        }
+    }
+}
+
+/// A world ready to query, from any source.
+pub struct LoadedWorld {
+    storage: Storage,
+}
+
+impl std::fmt::Debug for LoadedWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedWorld")
+            .field("source", &self.view().info.source_name)
+            .finish()
+    }
+}
+
+impl LoadedWorld {
+    /// The arrays the kernel reads.
+    pub fn view(&self) -> World<'_> {
+        match &self.storage {
+            Storage::Built(data) => data.view(),
+            Storage::File {
+                bytes,
+                layout,
+                meta,
+            } => {
+                // Loading validated every section, so the casts succeed.
+                format::view(bytes.as_slice(), layout, meta).unwrap_or_else(|_| EMPTY_DATA.view())
+            }
+        }
+    }
+
+    /// The file's layout, when the world came from a compiled world file.
+    pub fn file_layout(&self) -> Option<&Layout> {
+        match &self.storage {
+            Storage::File { layout, .. } => Some(layout),
+            Storage::Built(_) => None,
+        }
+    }
+
+    /// Whether the compiled file is mapped rather than copied.
+    pub fn is_mapped(&self) -> bool {
+        matches!(
+            &self.storage,
+            Storage::File {
+                bytes: FileBytes::Mapped(_),
+                ..
+            }
+        )
+    }
+
+    /// Bytes of world data held (file size for compiled files).
+    pub fn data_bytes(&self) -> usize {
+        match &self.storage {
+            Storage::File { bytes, .. } => bytes.as_slice().len(),
+            Storage::Built(d) => format::write(d).len(),
+        }
+    }
+
+    /// Serialises the world into the compiled file format.
+    pub fn to_file_bytes(&self) -> Vec<u8> {
+        match &self.storage {
+            Storage::Built(d) => format::write(d),
+            Storage::File { bytes, .. } => bytes.as_slice().to_vec(),
+        }
+    }
+
+    /// A world compiled in memory (validated like a loaded file).
+    pub fn from_data(data: WorldData) -> Result<Self, LoadError> {
+        validate(&data.view())?;
+        Ok(Self {
+            storage: Storage::Built(data),
+        })
+    }
+
+    fn from_file_bytes(bytes: FileBytes) -> Result<Self, LoadError> {
+        let raw = bytes.as_slice();
+        let layout = format::parse_layout(raw, true)?;
+        let meta = format::read_meta(raw, &layout)?;
+        validate(&format::view(raw, &layout, &meta)?)?;
+        Ok(Self {
+            storage: Storage::File {
+                bytes,
+                layout,
+                meta,
+            },
+        })
+    }
+
+    /// Loads a compiled world file held in memory (copied into an aligned buffer).
+    pub fn from_compiled_bytes(bytes: &[u8]) -> Result<Self, LoadError> {
+        Self::from_file_bytes(FileBytes::Copied(AlignedBytes::from_slice(bytes)))
+    }
+}
+
+static EMPTY_DATA: std::sync::LazyLock<WorldData> = std::sync::LazyLock::new(|| WorldData {
+    leaves: vec![crate::world::Leaf::zeroed()],
+    ..WorldData::default()
+});
+
+/// Builds a world from the bytes of a source, detected by content: a
+/// compiled world file, a Quake 3 BSP, or a pk3 archive with one map.
 pub fn world_from_bytes(
     bytes: &[u8],
     name: &str,
     options: &CompileOptions,
-) -> Result<World, LoadError> {
+) -> Result<LoadedWorld, LoadError> {
+    if format::looks_like_world_file(bytes) {
+        return LoadedWorld::from_compiled_bytes(bytes);
+    }
     if q3bsp::looks_like_ibsp(bytes) {
-        let bsp = Q3Bsp::parse(bytes)?;
-        return Ok(compile_q3(&bsp, name, options)?);
+        return LoadedWorld::from_data(compile_source(bytes, name, options)?);
+    }
+    if pk3::looks_like_zip(bytes) {
+        let members = pk3::bsp_members(bytes)?;
+        let [member] = members.as_slice() else {
+            return Err(LoadError::UnknownFormat);
+        };
+        let inner = pk3::read_member(bytes, member)?;
+        return world_from_bytes(&inner, name, options);
     }
     Err(LoadError::UnknownFormat)
 }
 
-/// Opens the world a spec names.
-pub fn open_world(spec: &WorldSpec, options: &CompileOptions) -> Result<World, LoadError> {
+/// Compiles a Quake 3 BSP held in memory.
+pub fn compile_source(
+    bytes: &[u8],
+    name: &str,
+    options: &CompileOptions,
+) -> Result<WorldData, LoadError> {
+    let bsp = Q3Bsp::parse(bytes)?;
+    let mut data = compile_q3(&bsp, name, options)?;
+    data.info.source_hash = xxhash_rust::xxh3::xxh3_64(bytes);
+    Ok(data)
+}
+
+/// Opens the world a spec names: compiled world files are loaded (copied or
+/// mapped, then validated), sources are compiled.
+pub fn open_world(spec: &WorldSpec, options: &CompileOptions) -> Result<LoadedWorld, LoadError> {
+    if spec.member.is_none() {
+        if let Some(world) = open_compiled_file(&spec.path)? {
+            return Ok(world);
+        }
+    }
     let bytes = read_source(spec)?;
     world_from_bytes(&bytes, &spec.name(), options)
+}
+
+/// Loads `path` if it is a compiled world file (`None` if it is something else).
+pub fn open_compiled_file(path: &Path) -> Result<Option<LoadedWorld>, LoadError> {
+    use std::io::Read;
+    let io = |source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut magic = [0u8; 8];
+    let got = file.read(&mut magic).map_err(io)?;
+    if !format::looks_like_world_file(&magic[..got]) {
+        return Ok(None);
+    }
+    let len = file.metadata().map_err(io)?.len();
+    if len > MAX_SOURCE_BYTES {
+        return Err(LoadError::TooLarge {
+            path: path.to_owned(),
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    let bytes = if len < COPY_BELOW_BYTES {
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        FileBytes::Copied(AlignedBytes::read_file(&mut file, len as usize).map_err(io)?)
+    } else {
+        // SAFETY: the mapping is read-only and private to this process; the
+        // documented policy is that world files are replaced by rename, never
+        // modified in place, so the mapped pages do not change under us.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        FileBytes::Mapped(map)
+    };
+    LoadedWorld::from_file_bytes(bytes).map(Some)
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder,
+/// flushed to disk, then renamed over the target.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "world".into());
+    let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }

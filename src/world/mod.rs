@@ -1,7 +1,9 @@
 //! The immutable compiled world: flat arrays of plain records, indices between
 //! them validated once, read by the kernel without further checks.
 
+pub mod format;
 pub mod load;
+pub mod validate;
 
 use crate::math::{Plane as MathPlane, Vec3};
 use bytemuck::{Pod, Zeroable};
@@ -143,11 +145,23 @@ pub struct FacetBorder {
     pub no_adjust: u32,
 }
 
+/// A registered box size for onion-BSP hulls (recorded now, compiled later).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HullSpec {
+    pub name: String,
+    pub mins: [f32; 3],
+    pub maxs: [f32; 3],
+}
+
 /// Facts about how the world was made, for `inspect` and the service.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct WorldInfo {
     pub source_name: String,
+    /// xxh3-64 of the source file's bytes (the .bsp, or the pk3 member).
+    pub source_hash: u64,
+    pub compiler_version: String,
     pub curves: bool,
+    pub hulls: Vec<HullSpec>,
     pub source_brushes: usize,
     pub source_brush_sides: usize,
     pub source_patches: usize,
@@ -156,9 +170,9 @@ pub struct WorldInfo {
     pub bevels_added: usize,
 }
 
-/// The world the kernel reads: every array is plain data, every index valid.
+/// A world as the compiler builds it: owned arrays.
 #[derive(Debug, Clone, Default)]
-pub struct World {
+pub struct WorldData {
     pub info: WorldInfo,
     pub planes: Vec<Plane>,
     pub brushes: Vec<Brush>,
@@ -175,7 +189,54 @@ pub struct World {
     pub maxs: [f32; 3],
 }
 
-impl World {
+impl WorldData {
+    /// Borrows the arrays as the kernel reads them.
+    pub fn view(&self) -> World<'_> {
+        World {
+            info: &self.info,
+            planes: &self.planes,
+            brushes: &self.brushes,
+            brush_sides: &self.brush_sides,
+            nodes: &self.nodes,
+            leaves: &self.leaves,
+            leaf_brushes: &self.leaf_brushes,
+            leaf_patches: &self.leaf_patches,
+            patches: &self.patches,
+            patch_planes: &self.patch_planes,
+            facets: &self.facets,
+            facet_borders: &self.facet_borders,
+            mins: self.mins,
+            maxs: self.maxs,
+        }
+    }
+
+    /// The tree's root as a child reference (a single leaf when there are no nodes).
+    pub fn root(&self) -> i32 {
+        self.view().root()
+    }
+}
+
+/// The world the kernel reads: plain-data arrays (owned by a [`WorldData`] or
+/// cast in place from a compiled world file), every index valid.
+#[derive(Debug, Clone, Copy)]
+pub struct World<'a> {
+    pub info: &'a WorldInfo,
+    pub planes: &'a [Plane],
+    pub brushes: &'a [Brush],
+    pub brush_sides: &'a [BrushSide],
+    pub nodes: &'a [Node],
+    pub leaves: &'a [Leaf],
+    pub leaf_brushes: &'a [u32],
+    pub leaf_patches: &'a [u32],
+    pub patches: &'a [Patch],
+    pub patch_planes: &'a [PatchPlane],
+    pub facets: &'a [Facet],
+    pub facet_borders: &'a [FacetBorder],
+    pub mins: [f32; 3],
+    pub maxs: [f32; 3],
+}
+
+impl World<'_> {
     /// The tree's root as a child reference (a single leaf when there are no nodes).
     pub fn root(&self) -> i32 {
         if self.nodes.is_empty() {

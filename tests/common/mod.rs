@@ -5,8 +5,7 @@
 use bspq::compile::CompileOptions;
 use bspq::conformance::read_lines;
 use bspq::query::{Query, QueryLine};
-use bspq::world::load::{open_world, WorldSpec};
-use bspq::world::World;
+use bspq::world::load::{open_world, LoadedWorld, WorldSpec};
 use std::path::PathBuf;
 
 /// The committed maps (`tests/data/maps/NAME.bsp`).
@@ -26,10 +25,16 @@ pub fn oracle_dir(map: &str) -> PathBuf {
     data_dir().join("oracle").join(map)
 }
 
-pub fn load_world(map: &str, curves: bool) -> World {
+pub fn load_world(map: &str, curves: bool) -> LoadedWorld {
     let spec = WorldSpec::parse(map_path(map).to_str().expect("utf-8 path"));
-    open_world(&spec, &CompileOptions { curves })
-        .unwrap_or_else(|e| panic!("cannot open {map} (curves {curves}): {e}"))
+    open_world(
+        &spec,
+        &CompileOptions {
+            curves,
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("cannot open {map} (curves {curves}): {e}"))
 }
 
 /// Parses and validates one query line (test data is trusted to be valid).

@@ -89,7 +89,7 @@ impl Baseline {
                 (vertices.len() - 1) as u32
             })
         };
-        for brush in &world.brushes {
+        for brush in world.brushes {
             if brush.contents & CONTENTS_SOLID == 0 {
                 continue;
             }
@@ -137,7 +137,7 @@ impl Baseline {
         // Patch facets (present when the world was opened with curves): the
         // surface plane's polygon inside the facet's border planes.
         let mut facets = 0usize;
-        for patch in &world.patches {
+        for patch in world.patches {
             if patch.contents & CONTENTS_SOLID == 0 {
                 continue;
             }

@@ -15,7 +15,7 @@ mod winding;
 
 use crate::math::Vec3;
 use crate::source::Q3Bsp;
-use crate::world::{self, World};
+use crate::world::{self, WorldData};
 
 // The reference's construction epsilons, in one place. Reproducing its facets
 // exactly depends on these values, so they are not tunable.
@@ -62,7 +62,7 @@ pub struct PatchInput {
 
 /// Builds the collision facets of every world patch into `world`. Patches
 /// that exceed a limit, or leave no facet, are left out.
-pub fn collect(bsp: &Q3Bsp, world: &mut World) -> Vec<PatchInput> {
+pub fn collect(bsp: &Q3Bsp, world: &mut WorldData) -> Vec<PatchInput> {
     bsp.patches
         .iter()
         .filter_map(|patch| {
@@ -97,7 +97,7 @@ pub struct PatchSource<'a> {
 
 /// Appends one patch's collision records to `world`; its index in
 /// `World::patches`, or `None` when it is left out.
-pub fn add_patch(world: &mut World, source: &PatchSource) -> Option<u32> {
+pub fn add_patch(world: &mut WorldData, source: &PatchSource) -> Option<u32> {
     let grid = grid::Grid::refined(source.width, source.height, source.points)?;
     let collide = facets::build(&grid)?;
     if collide.facets.is_empty() {

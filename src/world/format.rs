@@ -1,0 +1,452 @@
+//! The compiled world file: layout, writer and structural parser.
+//!
+//! All integers and floats are little-endian. The file is:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `BSPQWRLD` |
+//! | 8 | 4 | format version (u32, currently 1) |
+//! | 12 | 4 | header length (u32, 64) |
+//! | 16 | 4 | section count (u32, at most [`MAX_SECTIONS`]) |
+//! | 20 | 4 | flags (u32; bit 0: patches compiled in) |
+//! | 24 | 8 | file length in bytes (u64) |
+//! | 32 | 8 | checksum: xxh3-64 (seed 0) of bytes `64..file length` (u64) |
+//! | 40 | 24 | reserved, zero |
+//! | 64 | 32 × count | section table |
+//!
+//! A section table entry is `kind: u32, record_size: u32, offset: u64,
+//! count: u64, reserved: u64` (32 bytes). Every section starts at a multiple
+//! of 16 and holds `count` records of `record_size` bytes, which must equal the
+//! size of the record type of its kind (see [`SectionKind`] and the
+//! `#[repr(C)]` structs in [`crate::world`]). Each kind appears exactly once.
+//! The `Meta` section is UTF-8 JSON ([`FileMeta`]); all others are arrays of
+//! plain records that the loader casts in place, without parsing.
+
+use super::{
+    Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World, WorldData,
+    WorldInfo,
+};
+use bytemuck::Pod;
+use std::ops::Range;
+use thiserror::Error;
+
+pub const MAGIC: &[u8; 8] = b"BSPQWRLD";
+pub const FORMAT_VERSION: u32 = 1;
+pub const HEADER_LEN: usize = 64;
+pub const SECTION_ENTRY_LEN: usize = 32;
+pub const SECTION_ALIGN: usize = 16;
+pub const MAX_SECTIONS: usize = 64;
+/// Largest metadata section accepted (JSON).
+pub const MAX_META_BYTES: u64 = 1 << 20;
+pub const FLAG_CURVES: u32 = 1;
+
+/// The kinds of section, with their numbers in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SectionKind {
+    Meta = 1,
+    Planes = 2,
+    Brushes = 3,
+    BrushSides = 4,
+    Nodes = 5,
+    Leaves = 6,
+    LeafBrushes = 7,
+    LeafPatches = 8,
+    Patches = 9,
+    PatchPlanes = 10,
+    Facets = 11,
+    FacetBorders = 12,
+}
+
+pub const ALL_SECTIONS: [SectionKind; 12] = [
+    SectionKind::Meta,
+    SectionKind::Planes,
+    SectionKind::Brushes,
+    SectionKind::BrushSides,
+    SectionKind::Nodes,
+    SectionKind::Leaves,
+    SectionKind::LeafBrushes,
+    SectionKind::LeafPatches,
+    SectionKind::Patches,
+    SectionKind::PatchPlanes,
+    SectionKind::Facets,
+    SectionKind::FacetBorders,
+];
+
+impl SectionKind {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        ALL_SECTIONS.iter().copied().find(|k| *k as u32 == v)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SectionKind::Meta => "meta",
+            SectionKind::Planes => "planes",
+            SectionKind::Brushes => "brushes",
+            SectionKind::BrushSides => "brush_sides",
+            SectionKind::Nodes => "nodes",
+            SectionKind::Leaves => "leaves",
+            SectionKind::LeafBrushes => "leaf_brushes",
+            SectionKind::LeafPatches => "leaf_patches",
+            SectionKind::Patches => "patches",
+            SectionKind::PatchPlanes => "patch_planes",
+            SectionKind::Facets => "facets",
+            SectionKind::FacetBorders => "facet_borders",
+        }
+    }
+
+    /// The size of one record of this kind.
+    pub fn record_size(self) -> usize {
+        use std::mem::size_of;
+        match self {
+            SectionKind::Meta => 1,
+            SectionKind::Planes => size_of::<Plane>(),
+            SectionKind::Brushes => size_of::<Brush>(),
+            SectionKind::BrushSides => size_of::<BrushSide>(),
+            SectionKind::Nodes => size_of::<Node>(),
+            SectionKind::Leaves => size_of::<Leaf>(),
+            SectionKind::LeafBrushes | SectionKind::LeafPatches => size_of::<u32>(),
+            SectionKind::Patches => size_of::<Patch>(),
+            SectionKind::PatchPlanes => size_of::<PatchPlane>(),
+            SectionKind::Facets => size_of::<Facet>(),
+            SectionKind::FacetBorders => size_of::<FacetBorder>(),
+        }
+    }
+}
+
+/// The metadata section.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FileMeta {
+    pub info: WorldInfo,
+    pub mins: [f32; 3],
+    pub maxs: [f32; 3],
+}
+
+/// Why a compiled world file was rejected.
+#[derive(Debug, Error, PartialEq)]
+pub enum FormatError {
+    #[error("file is too short ({0} bytes) for a compiled world header")]
+    TooShort(usize),
+    #[error("not a compiled bspq world (bad magic)")]
+    BadMagic,
+    #[error("unsupported compiled world format version {0} (this build reads {FORMAT_VERSION})")]
+    UnsupportedVersion(u32),
+    #[error("header: {0}")]
+    BadHeader(String),
+    #[error("checksum mismatch: header says {expected:#018x}, content hashes to {actual:#018x}")]
+    Checksum { expected: u64, actual: u64 },
+    #[error("section {index}: {reason}")]
+    BadSection { index: usize, reason: String },
+    #[error("section {0} is missing")]
+    MissingSection(&'static str),
+    #[error("metadata: {0}")]
+    BadMeta(String),
+    #[error("invalid world: {0}")]
+    Invalid(String),
+}
+
+/// Where one section lies in the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SectionEntry {
+    pub kind: SectionKind,
+    pub offset: usize,
+    pub count: usize,
+    pub byte_len: usize,
+}
+
+/// The parsed header and section table (structure only, nothing cast yet).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    pub version: u32,
+    pub flags: u32,
+    pub file_len: usize,
+    pub checksum: u64,
+    pub sections: Vec<SectionEntry>,
+}
+
+impl Layout {
+    pub fn range(&self, kind: SectionKind) -> Range<usize> {
+        self.sections
+            .iter()
+            .find(|s| s.kind == kind)
+            .map_or(0..0, |s| s.offset..s.offset + s.byte_len)
+    }
+}
+
+/// The checksum of a file's content (everything after the header).
+pub fn content_checksum(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes.get(HEADER_LEN..).unwrap_or(&[]))
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(w)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// True when the bytes start like a compiled world.
+pub fn looks_like_world_file(bytes: &[u8]) -> bool {
+    bytes.len() >= MAGIC.len() && &bytes[..MAGIC.len()] == MAGIC
+}
+
+/// Parses the header and section table and checks every section's bounds,
+/// alignment and record size. With `verify_checksum`, the content hash too.
+pub fn parse_layout(bytes: &[u8], verify_checksum: bool) -> Result<Layout, FormatError> {
+    if bytes.len() < HEADER_LEN {
+        return Err(FormatError::TooShort(bytes.len()));
+    }
+    if !looks_like_world_file(bytes) {
+        return Err(FormatError::BadMagic);
+    }
+    let version = u32_at(bytes, 8);
+    if version != FORMAT_VERSION {
+        return Err(FormatError::UnsupportedVersion(version));
+    }
+    let header_len = u32_at(bytes, 12) as usize;
+    if header_len != HEADER_LEN {
+        return Err(FormatError::BadHeader(format!(
+            "header length {header_len}, expected {HEADER_LEN}"
+        )));
+    }
+    let section_count = u32_at(bytes, 16) as usize;
+    if section_count > MAX_SECTIONS {
+        return Err(FormatError::BadHeader(format!(
+            "{section_count} sections (limit {MAX_SECTIONS})"
+        )));
+    }
+    let flags = u32_at(bytes, 20);
+    let file_len = u64_at(bytes, 24);
+    if file_len != bytes.len() as u64 {
+        return Err(FormatError::BadHeader(format!(
+            "header says {file_len} bytes but the file has {} (truncated or padded)",
+            bytes.len()
+        )));
+    }
+    let checksum = u64_at(bytes, 32);
+    if verify_checksum {
+        let actual = content_checksum(bytes);
+        if actual != checksum {
+            return Err(FormatError::Checksum {
+                expected: checksum,
+                actual,
+            });
+        }
+    }
+    let table_end = HEADER_LEN + section_count * SECTION_ENTRY_LEN;
+    if table_end > bytes.len() {
+        return Err(FormatError::BadHeader(
+            "section table runs past the end of the file".into(),
+        ));
+    }
+    let mut sections: Vec<SectionEntry> = Vec::with_capacity(section_count);
+    for index in 0..section_count {
+        let at = HEADER_LEN + index * SECTION_ENTRY_LEN;
+        let bad = |reason: String| FormatError::BadSection { index, reason };
+        let kind_number = u32_at(bytes, at);
+        let kind = SectionKind::from_u32(kind_number)
+            .ok_or_else(|| bad(format!("unknown kind {kind_number}")))?;
+        if sections.iter().any(|s| s.kind == kind) {
+            return Err(bad(format!("{} appears twice", kind.name())));
+        }
+        let record_size = u32_at(bytes, at + 4) as usize;
+        if record_size != kind.record_size() {
+            return Err(bad(format!(
+                "{} records are {record_size} bytes, expected {}",
+                kind.name(),
+                kind.record_size()
+            )));
+        }
+        let offset = u64_at(bytes, at + 8);
+        let count = u64_at(bytes, at + 16);
+        let byte_len = count.checked_mul(record_size as u64);
+        let end = byte_len.and_then(|l| l.checked_add(offset));
+        let (Some(byte_len), Some(end)) = (byte_len, end) else {
+            return Err(bad(format!("{} size overflows", kind.name())));
+        };
+        if offset < table_end as u64 || end > bytes.len() as u64 {
+            return Err(bad(format!(
+                "{} lies outside the file ({offset}..{end})",
+                kind.name()
+            )));
+        }
+        if offset as usize % SECTION_ALIGN != 0 {
+            return Err(bad(format!(
+                "{} offset {offset} is not {SECTION_ALIGN}-aligned",
+                kind.name()
+            )));
+        }
+        if kind == SectionKind::Meta && byte_len > MAX_META_BYTES {
+            return Err(bad(format!(
+                "metadata of {byte_len} bytes exceeds {MAX_META_BYTES}"
+            )));
+        }
+        sections.push(SectionEntry {
+            kind,
+            offset: offset as usize,
+            count: count as usize,
+            byte_len: byte_len as usize,
+        });
+    }
+    for kind in ALL_SECTIONS {
+        if !sections.iter().any(|s| s.kind == kind) {
+            return Err(FormatError::MissingSection(kind.name()));
+        }
+    }
+    Ok(Layout {
+        version,
+        flags,
+        file_len: bytes.len(),
+        checksum,
+        sections,
+    })
+}
+
+/// Reads the metadata section of a parsed file.
+pub fn read_meta(bytes: &[u8], layout: &Layout) -> Result<FileMeta, FormatError> {
+    let raw = &bytes[layout.range(SectionKind::Meta)];
+    serde_json::from_slice(raw).map_err(|e| FormatError::BadMeta(e.to_string()))
+}
+
+/// Casts one section in place. `bytes` must be at least 4-byte aligned (the
+/// loader's buffers are), and the layout was checked by [`parse_layout`].
+pub fn section<'a, T: Pod>(
+    bytes: &'a [u8],
+    layout: &Layout,
+    kind: SectionKind,
+) -> Result<&'a [T], FormatError> {
+    bytemuck::try_cast_slice(&bytes[layout.range(kind)]).map_err(|e| {
+        FormatError::Invalid(format!(
+            "section {} cannot be read in place: {e}",
+            kind.name()
+        ))
+    })
+}
+
+/// A [`World`] over the bytes of a compiled file, after [`super::validate`].
+pub fn view<'a>(
+    bytes: &'a [u8],
+    layout: &Layout,
+    meta: &'a FileMeta,
+) -> Result<World<'a>, FormatError> {
+    Ok(World {
+        info: &meta.info,
+        planes: section(bytes, layout, SectionKind::Planes)?,
+        brushes: section(bytes, layout, SectionKind::Brushes)?,
+        brush_sides: section(bytes, layout, SectionKind::BrushSides)?,
+        nodes: section(bytes, layout, SectionKind::Nodes)?,
+        leaves: section(bytes, layout, SectionKind::Leaves)?,
+        leaf_brushes: section(bytes, layout, SectionKind::LeafBrushes)?,
+        leaf_patches: section(bytes, layout, SectionKind::LeafPatches)?,
+        patches: section(bytes, layout, SectionKind::Patches)?,
+        patch_planes: section(bytes, layout, SectionKind::PatchPlanes)?,
+        facets: section(bytes, layout, SectionKind::Facets)?,
+        facet_borders: section(bytes, layout, SectionKind::FacetBorders)?,
+        mins: meta.mins,
+        maxs: meta.maxs,
+    })
+}
+
+/// Serialises a world into the file format.
+pub fn write(world: &WorldData) -> Vec<u8> {
+    let meta = FileMeta {
+        info: world.info.clone(),
+        mins: world.mins,
+        maxs: world.maxs,
+    };
+    // Serialising plain data cannot fail.
+    let meta_json = serde_json::to_vec(&meta).unwrap_or_default();
+    let bodies: Vec<(SectionKind, usize, &[u8])> = vec![
+        (SectionKind::Meta, meta_json.len(), &meta_json),
+        (
+            SectionKind::Planes,
+            world.planes.len(),
+            bytemuck::cast_slice(&world.planes),
+        ),
+        (
+            SectionKind::Brushes,
+            world.brushes.len(),
+            bytemuck::cast_slice(&world.brushes),
+        ),
+        (
+            SectionKind::BrushSides,
+            world.brush_sides.len(),
+            bytemuck::cast_slice(&world.brush_sides),
+        ),
+        (
+            SectionKind::Nodes,
+            world.nodes.len(),
+            bytemuck::cast_slice(&world.nodes),
+        ),
+        (
+            SectionKind::Leaves,
+            world.leaves.len(),
+            bytemuck::cast_slice(&world.leaves),
+        ),
+        (
+            SectionKind::LeafBrushes,
+            world.leaf_brushes.len(),
+            bytemuck::cast_slice(&world.leaf_brushes),
+        ),
+        (
+            SectionKind::LeafPatches,
+            world.leaf_patches.len(),
+            bytemuck::cast_slice(&world.leaf_patches),
+        ),
+        (
+            SectionKind::Patches,
+            world.patches.len(),
+            bytemuck::cast_slice(&world.patches),
+        ),
+        (
+            SectionKind::PatchPlanes,
+            world.patch_planes.len(),
+            bytemuck::cast_slice(&world.patch_planes),
+        ),
+        (
+            SectionKind::Facets,
+            world.facets.len(),
+            bytemuck::cast_slice(&world.facets),
+        ),
+        (
+            SectionKind::FacetBorders,
+            world.facet_borders.len(),
+            bytemuck::cast_slice(&world.facet_borders),
+        ),
+    ];
+    let align = |n: usize| n.div_ceil(SECTION_ALIGN) * SECTION_ALIGN;
+    let mut out = vec![0u8; align(HEADER_LEN + bodies.len() * SECTION_ENTRY_LEN)];
+    for (index, (kind, count, body)) in bodies.iter().enumerate() {
+        let offset = out.len();
+        out.extend_from_slice(body);
+        out.resize(align(out.len()), 0);
+        let at = HEADER_LEN + index * SECTION_ENTRY_LEN;
+        out[at..at + 4].copy_from_slice(&(*kind as u32).to_le_bytes());
+        out[at + 4..at + 8].copy_from_slice(&(kind.record_size() as u32).to_le_bytes());
+        out[at + 8..at + 16].copy_from_slice(&(offset as u64).to_le_bytes());
+        out[at + 16..at + 24].copy_from_slice(&(*count as u64).to_le_bytes());
+    }
+    out[..8].copy_from_slice(MAGIC);
+    out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    out[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
+    out[16..20].copy_from_slice(&(bodies.len() as u32).to_le_bytes());
+    let flags = if world.info.curves { FLAG_CURVES } else { 0 };
+    out[20..24].copy_from_slice(&flags.to_le_bytes());
+    let len = out.len() as u64;
+    out[24..32].copy_from_slice(&len.to_le_bytes());
+    seal(&mut out);
+    out
+}
+
+/// Recomputes and stores the checksum (for tools and tests that edit files).
+pub fn seal(bytes: &mut [u8]) {
+    if bytes.len() >= HEADER_LEN {
+        let sum = content_checksum(bytes);
+        bytes[32..40].copy_from_slice(&sum.to_le_bytes());
+    }
+}

@@ -1,0 +1,214 @@
+//! One pass over a world that proves every index the kernel follows is in
+//! range, every plane usable and the tree a proper tree. After it, the
+//! kernel reads the arrays without further checks (and cannot panic or loop).
+
+use super::{format::FormatError, World};
+
+/// Deepest tree accepted (the compiler refuses to build deeper ones).
+pub const MAX_TREE_DEPTH: usize = 2048;
+/// Largest deviation from unit length accepted in a plane normal.
+const NORMAL_LENGTH_TOLERANCE: f32 = 1e-3;
+
+fn invalid(msg: String) -> FormatError {
+    FormatError::Invalid(msg)
+}
+
+fn check_range(
+    what: &str,
+    index: usize,
+    first: u32,
+    count: u32,
+    len: usize,
+) -> Result<(), FormatError> {
+    let end = first as u64 + count as u64;
+    if end > len as u64 {
+        return Err(invalid(format!(
+            "{what} {index}: range {first}+{count} exceeds {len}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_index(what: &str, index: usize, value: u32, len: usize) -> Result<(), FormatError> {
+    if value as usize >= len {
+        return Err(invalid(format!(
+            "{what} {index}: index {value} out of range (count {len})"
+        )));
+    }
+    Ok(())
+}
+
+fn sign_bits(n: [f32; 3]) -> u32 {
+    (n[0] < 0.0) as u32 | ((n[1] < 0.0) as u32) << 1 | ((n[2] < 0.0) as u32) << 2
+}
+
+/// Checks everything the kernel relies on.
+pub fn validate(world: &World) -> Result<(), FormatError> {
+    for (i, p) in world.planes.iter().enumerate() {
+        let n = p.normal;
+        if !n
+            .iter()
+            .chain(std::iter::once(&p.dist))
+            .all(|v| v.is_finite())
+        {
+            return Err(invalid(format!("plane {i} is not finite")));
+        }
+        let len2 = n[0] * n[0] + n[1] * n[1] + n[2] * n[2];
+        if (len2.sqrt() - 1.0).abs() > NORMAL_LENGTH_TOLERANCE {
+            return Err(invalid(format!("plane {i} normal is not unit length")));
+        }
+        let expected_axis = super::Plane::new(glam::Vec3::from_array(n), p.dist).axis;
+        if p.axis != expected_axis || p.sign_bits != sign_bits(n) {
+            return Err(invalid(format!(
+                "plane {i} has inconsistent axis or sign bits"
+            )));
+        }
+    }
+    for (i, b) in world.brushes.iter().enumerate() {
+        check_range(
+            "brush",
+            i,
+            b.first_side,
+            b.num_sides,
+            world.brush_sides.len(),
+        )?;
+    }
+    for (i, s) in world.brush_sides.iter().enumerate() {
+        check_index("brush side", i, s.plane, world.planes.len())?;
+    }
+    for (i, &b) in world.leaf_brushes.iter().enumerate() {
+        check_index("leaf brush", i, b, world.brushes.len())?;
+    }
+    for (i, &p) in world.leaf_patches.iter().enumerate() {
+        check_index("leaf patch", i, p, world.patches.len())?;
+    }
+    for (i, l) in world.leaves.iter().enumerate() {
+        check_range(
+            "leaf brushes of leaf",
+            i,
+            l.first_brush,
+            l.num_brushes,
+            world.leaf_brushes.len(),
+        )?;
+        check_range(
+            "leaf patches of leaf",
+            i,
+            l.first_patch,
+            l.num_patches,
+            world.leaf_patches.len(),
+        )?;
+    }
+    validate_tree(world)?;
+    for (i, p) in world.patch_planes.iter().enumerate() {
+        if !p.plane.iter().all(|v| v.is_finite()) {
+            return Err(invalid(format!("patch plane {i} is not finite")));
+        }
+        if p.sign_bits != sign_bits([p.plane[0], p.plane[1], p.plane[2]]) {
+            return Err(invalid(format!(
+                "patch plane {i} has inconsistent sign bits"
+            )));
+        }
+    }
+    for (i, p) in world.patches.iter().enumerate() {
+        check_range(
+            "patch facets of patch",
+            i,
+            p.first_facet,
+            p.num_facets,
+            world.facets.len(),
+        )?;
+        check_range(
+            "patch planes of patch",
+            i,
+            p.first_plane,
+            p.num_planes,
+            world.patch_planes.len(),
+        )?;
+        if !p.mins.iter().chain(p.maxs.iter()).all(|v| v.is_finite()) {
+            return Err(invalid(format!("patch {i} bounds are not finite")));
+        }
+    }
+    for (i, f) in world.facets.iter().enumerate() {
+        check_index(
+            "facet surface plane",
+            i,
+            f.surface_plane,
+            world.patch_planes.len(),
+        )?;
+        check_range(
+            "facet borders of facet",
+            i,
+            f.first_border,
+            f.num_borders,
+            world.facet_borders.len(),
+        )?;
+    }
+    for (i, b) in world.facet_borders.iter().enumerate() {
+        check_index("facet border", i, b.plane, world.patch_planes.len())?;
+    }
+    if !world
+        .mins
+        .iter()
+        .chain(world.maxs.iter())
+        .all(|v| v.is_finite())
+    {
+        return Err(invalid("world bounds are not finite".into()));
+    }
+    Ok(())
+}
+
+/// Nodes are stored parent before child, so a child index greater than its
+/// parent's makes cycles impossible; every node but the root and every leaf
+/// must be referenced exactly once, and no path may exceed the depth limit.
+fn validate_tree(world: &World) -> Result<(), FormatError> {
+    if world.leaves.is_empty() {
+        return Err(invalid("the world has no leaves".into()));
+    }
+    if world.nodes.is_empty() {
+        return if world.leaves.len() == 1 {
+            Ok(())
+        } else {
+            Err(invalid("leaves without a tree".into()))
+        };
+    }
+    let mut node_refs = vec![0u8; world.nodes.len()];
+    let mut leaf_refs = vec![0u8; world.leaves.len()];
+    let mut depth = vec![0u32; world.nodes.len()];
+    for (i, node) in world.nodes.iter().enumerate() {
+        check_index("node plane of node", i, node.plane, world.planes.len())?;
+        if i > 0 && node_refs[i] != 1 {
+            return Err(invalid(format!(
+                "node {i} is referenced {} times (must be once)",
+                node_refs[i]
+            )));
+        }
+        for &child in &node.children {
+            if child >= 0 {
+                let c = child as usize;
+                if c <= i || c >= world.nodes.len() {
+                    return Err(invalid(format!(
+                        "node {i}: child node {child} breaks parent-before-child order"
+                    )));
+                }
+                node_refs[c] = node_refs[c].saturating_add(1);
+                depth[c] = depth[i] + 1;
+                if depth[c] as usize > MAX_TREE_DEPTH {
+                    return Err(invalid(format!("tree deeper than {MAX_TREE_DEPTH}")));
+                }
+            } else {
+                let leaf = (-1 - child as i64) as usize;
+                if leaf >= world.leaves.len() {
+                    return Err(invalid(format!("node {i}: leaf {leaf} out of range")));
+                }
+                leaf_refs[leaf] = leaf_refs[leaf].saturating_add(1);
+            }
+        }
+    }
+    if let Some(leaf) = leaf_refs.iter().position(|&r| r != 1) {
+        return Err(invalid(format!(
+            "leaf {leaf} is referenced {} times (must be once)",
+            leaf_refs[leaf]
+        )));
+    }
+    Ok(())
+}
