@@ -1,0 +1,211 @@
+//! The compiled world file: answers through a compiled file are bit-identical
+//! to answers from the source map; files round-trip; loading is immune to the
+//! file changing afterwards; the CLI writes atomically and inspects files.
+
+mod common;
+
+use bspq::compile::CompileOptions;
+use bspq::query::answer;
+use bspq::trace::Scratch;
+use bspq::world::format;
+use bspq::world::load::{compile_source, open_world, LoadedWorld, WorldSpec};
+use std::process::Command;
+
+fn compiled_bytes(map: &str, curves: bool) -> Vec<u8> {
+    let source = std::fs::read(common::map_path(map)).expect("committed map");
+    let options = CompileOptions {
+        curves,
+        ..Default::default()
+    };
+    let data = compile_source(&source, map, &options).expect("compiles");
+    format::write(&data)
+}
+
+#[test]
+fn compiled_file_answers_bit_identically_to_the_source() {
+    for map in common::MAPS {
+        for curves in [true, false] {
+            let from_source = common::load_world(map, curves);
+            let from_file =
+                LoadedWorld::from_compiled_bytes(&compiled_bytes(map, curves)).expect("loads");
+            let (a, b) = (from_source.view(), from_file.view());
+            let (mut s1, mut s2) = (Scratch::new(), Scratch::new());
+            let mut n = 0;
+            for set in common::SETS {
+                for line in common::load_set(map, set, curves).queries {
+                    let q = common::parse_query(&line);
+                    // Compare the serialised answers: every bit of every float.
+                    assert_eq!(
+                        answer(&a, &mut s1, &q).to_json(),
+                        answer(&b, &mut s2, &q).to_json(),
+                        "{map} curves {curves} {set}: {line}"
+                    );
+                    n += 1;
+                }
+            }
+            assert!(n > 9000, "{map}: only {n} queries compared");
+        }
+    }
+}
+
+#[test]
+fn a_file_round_trips_and_records_its_origin() {
+    let bytes = compiled_bytes("oa_ctf2", true);
+    let loaded = LoadedWorld::from_compiled_bytes(&bytes).expect("loads");
+    assert_eq!(
+        loaded.to_file_bytes(),
+        bytes,
+        "re-serialising gives the same bytes"
+    );
+    let info = loaded.view().info;
+    assert_eq!(info.source_name, "oa_ctf2");
+    assert!(info.curves);
+    let source = std::fs::read(common::map_path("oa_ctf2")).expect("map");
+    assert_eq!(info.source_hash, xxhash_rust::xxh3::xxh3_64(&source));
+    let layout = loaded.file_layout().expect("a file layout");
+    assert_eq!(layout.version, format::FORMAT_VERSION);
+    assert_eq!(layout.sections.len(), format::ALL_SECTIONS.len());
+}
+
+#[test]
+fn a_loaded_world_survives_its_file_being_truncated() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("q3dm6ish.bspq");
+    std::fs::write(&path, compiled_bytes("q3dm6ish", true)).expect("write");
+    let loaded = open_world(
+        &WorldSpec::parse(path.to_str().expect("utf-8")),
+        &CompileOptions::default(),
+    )
+    .expect("opens the compiled file");
+    assert!(
+        loaded.file_layout().is_some(),
+        "detected as a compiled file by content"
+    );
+    assert!(!loaded.is_mapped(), "small files are copied, not mapped");
+    let query = common::parse_query(
+        r#"{"start":[0,0,1000],"end":[0,0,-1000],"mins":[-15,-15,-24],"maxs":[15,15,32]}"#,
+    );
+    let mut scratch = Scratch::new();
+    let before = answer(&loaded.view(), &mut scratch, &query);
+    std::fs::File::create(&path)
+        .expect("truncate")
+        .set_len(0)
+        .expect("truncate");
+    let after = answer(&loaded.view(), &mut scratch, &query);
+    assert_eq!(before, after);
+}
+
+#[test]
+fn the_extension_does_not_matter() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let compiled = dir.path().join("looks_like.bsp");
+    std::fs::write(&compiled, compiled_bytes("q3dm6ish", false)).expect("write");
+    let bsp = dir.path().join("looks_like.bspq");
+    std::fs::copy(common::map_path("q3dm6ish"), &bsp).expect("copy");
+    let options = CompileOptions {
+        curves: false,
+        ..Default::default()
+    };
+    let a = open_world(
+        &WorldSpec::parse(compiled.to_str().expect("utf-8")),
+        &options,
+    )
+    .expect("compiled");
+    let b = open_world(&WorldSpec::parse(bsp.to_str().expect("utf-8")), &options).expect("bsp");
+    assert!(a.file_layout().is_some());
+    assert!(b.file_layout().is_none());
+    assert_eq!(a.view().nodes.len(), b.view().nodes.len());
+}
+
+#[test]
+fn cli_compile_writes_atomically_and_inspect_reports_the_layout() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("aggressor.bspq");
+    let bin = env!("CARGO_BIN_EXE_bspq");
+    let status = Command::new(bin)
+        .args([
+            "compile",
+            common::map_path("aggressor").to_str().expect("utf-8"),
+            "-o",
+        ])
+        .arg(&out)
+        .args(["--hull", "player=-15,-15,-24,15,15,32"])
+        .status()
+        .expect("runs");
+    assert!(status.success());
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["aggressor.bspq".to_owned()],
+        "no temporary files are left behind"
+    );
+
+    let inspect = Command::new(bin)
+        .args(["inspect", "--world"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    assert!(inspect.status.success());
+    let text = String::from_utf8_lossy(&inspect.stdout);
+    for needle in [
+        "version 1",
+        "(xxh3-64) ok",
+        "planes",
+        "leaf_brushes",
+        "hulls            player=",
+        "bounds",
+    ] {
+        assert!(
+            text.contains(needle),
+            "inspect output lacks {needle:?}:\n{text}"
+        );
+    }
+
+    // A damaged file: inspect says so and fails; trace refuses it with a clear error.
+    let mut bytes = std::fs::read(&out).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&out, &bytes).expect("write");
+    let inspect = Command::new(bin)
+        .args(["inspect", "--world"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    assert!(!inspect.status.success());
+    assert!(String::from_utf8_lossy(&inspect.stdout).contains("MISMATCH"));
+    let trace = Command::new(bin)
+        .args(["trace", "--world"])
+        .arg(&out)
+        .output()
+        .expect("runs");
+    assert!(!trace.status.success());
+    assert!(String::from_utf8_lossy(&trace.stderr).contains("checksum mismatch"));
+}
+
+#[test]
+fn bad_hull_arguments_are_rejected() {
+    let bin = env!("CARGO_BIN_EXE_bspq");
+    for bad in [
+        "player",
+        "player=1,2,3",
+        "bad name=0,0,0,1,1,1",
+        "p=1,0,0,0,1,1",
+        "p=nan,0,0,1,1,1",
+    ] {
+        let out = Command::new(bin)
+            .args([
+                "compile",
+                common::map_path("q3dm6ish").to_str().expect("utf-8"),
+                "-o",
+                "/nonexistent/x",
+                "--hull",
+                bad,
+            ])
+            .output()
+            .expect("runs");
+        assert!(!out.status.success(), "--hull {bad} accepted");
+    }
+}
