@@ -4,6 +4,7 @@ mod bench;
 mod compile;
 mod conformance;
 mod inspect;
+mod serve;
 mod trace;
 
 use clap::{Args, Parser, Subcommand};
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Answer JSON query lines from stdin, one answer line per query on stdout.
     Trace(trace::TraceArgs),
+    /// Serve worlds over HTTP/JSON until SIGINT/SIGTERM.
+    Serve(serve::ServeArgs),
     /// Compile a Quake 3 map into a compiled world file.
     Compile(compile::CompileArgs),
     /// Print what a world holds: counts, bounds, compile time.
@@ -62,6 +65,7 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Trace(args) => trace::run(args),
+        Command::Serve(args) => serve::run_serve(args),
         Command::Compile(args) => compile::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),

@@ -1,0 +1,103 @@
+//! Prometheus metrics: one registry, explicit histogram buckets.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+
+/// Latency buckets in seconds: 50 µs to 5 s.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0,
+];
+/// Batch-size buckets in queries.
+const BATCH_BUCKETS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0,
+];
+
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    registry: Registry,
+    pub requests: IntCounterVec,
+    pub queries: IntCounterVec,
+    pub request_errors: IntCounterVec,
+    pub latency: HistogramVec,
+    pub batch_size: HistogramVec,
+    pub world_version: IntGaugeVec,
+    pub load_failures: IntCounterVec,
+    pub in_flight: IntGauge,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "bspq_requests_total",
+                "Requests by world, kind and transport",
+            ),
+            &["world", "kind", "transport"],
+        )?;
+        let queries = IntCounterVec::new(
+            Opts::new(
+                "bspq_queries_total",
+                "Queries answered by world, kind and transport",
+            ),
+            &["world", "kind", "transport"],
+        )?;
+        let request_errors = IntCounterVec::new(
+            Opts::new(
+                "bspq_request_errors_total",
+                "Rejected requests by error code and transport",
+            ),
+            &["code", "transport"],
+        )?;
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "bspq_request_duration_seconds",
+                "Request latency in seconds",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["kind", "transport"],
+        )?;
+        let batch_size = HistogramVec::new(
+            HistogramOpts::new("bspq_batch_size", "Queries per request")
+                .buckets(BATCH_BUCKETS.to_vec()),
+            &["kind", "transport"],
+        )?;
+        let world_version = IntGaugeVec::new(
+            Opts::new("bspq_world_version", "Version of each loaded world"),
+            &["world"],
+        )?;
+        let load_failures = IntCounterVec::new(
+            Opts::new("bspq_world_load_failures_total", "Failed world loads"),
+            &["world"],
+        )?;
+        let in_flight = IntGauge::new("bspq_requests_in_flight", "Requests being answered")?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(queries.clone()))?;
+        registry.register(Box::new(request_errors.clone()))?;
+        registry.register(Box::new(latency.clone()))?;
+        registry.register(Box::new(batch_size.clone()))?;
+        registry.register(Box::new(world_version.clone()))?;
+        registry.register(Box::new(load_failures.clone()))?;
+        registry.register(Box::new(in_flight.clone()))?;
+        Ok(Self {
+            registry,
+            requests,
+            queries,
+            request_errors,
+            latency,
+            batch_size,
+            world_version,
+            load_failures,
+            in_flight,
+        })
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}

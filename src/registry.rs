@@ -1,0 +1,284 @@
+//! Worlds by name, each an atomically swappable immutable version.
+//!
+//! A request clones the `Arc` of the current version once and keeps it to the
+//! end, so a swap never tears a request; the old version is freed when its
+//! last reader drops it. Loading happens before the swap and off the request
+//! path; a failed load leaves the old version serving and records the error.
+
+use crate::compile::CompileOptions;
+use crate::world::load::{open_world, world_from_bytes, LoadError, LoadedWorld, WorldSpec};
+use arc_swap::ArcSwapOption;
+use dashmap::DashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+/// World names: `[A-Za-z0-9_.-]{1,64}`, and not `.` or `..`.
+pub fn valid_world_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// One loaded version of a world.
+#[derive(Debug)]
+pub struct WorldVersion {
+    pub name: String,
+    /// Per-world counter, starting at 1, increased by every successful load.
+    pub version: u64,
+    pub world: LoadedWorld,
+    /// Where it came from: a path, `upload`, or `bundled`.
+    pub source: String,
+    pub loaded_at: SystemTime,
+}
+
+/// Load status of a world name.
+#[derive(Debug, Clone, Default)]
+pub struct SlotStatus {
+    pub last_error: Option<String>,
+    pub failed_loads: u64,
+}
+
+/// A world name's current version and status.
+#[derive(Debug, Default)]
+pub struct WorldSlot {
+    current: ArcSwapOption<WorldVersion>,
+    next_version: AtomicU64,
+    status: Mutex<SlotStatus>,
+    /// Serialises loads of this name so versions increase in swap order.
+    load_lock: Mutex<()>,
+}
+
+impl WorldSlot {
+    pub fn current(&self) -> Option<Arc<WorldVersion>> {
+        self.current.load_full()
+    }
+
+    pub fn status(&self) -> SlotStatus {
+        self.status.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+/// A change of a world's version, for watchers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorldEvent {
+    pub name: String,
+    /// 0 when the world was unloaded.
+    pub version: u64,
+    pub error: Option<String>,
+}
+
+/// All worlds by name.
+#[derive(Debug)]
+pub struct Registry {
+    slots: DashMap<String, Arc<WorldSlot>>,
+    options: CompileOptions,
+    events: tokio::sync::broadcast::Sender<WorldEvent>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new(CompileOptions::default())
+    }
+}
+
+impl Registry {
+    pub fn new(options: CompileOptions) -> Self {
+        let (events, _) = tokio::sync::broadcast::channel(256);
+        Self {
+            slots: DashMap::new(),
+            options,
+            events,
+        }
+    }
+
+    /// The current version of `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<WorldVersion>> {
+        self.slots.get(name).and_then(|s| s.current())
+    }
+
+    /// The slot of `name`, if the name was ever loaded (or failed to).
+    pub fn slot(&self, name: &str) -> Option<Arc<WorldSlot>> {
+        self.slots.get(name).map(|s| Arc::clone(&s))
+    }
+
+    /// Names in order.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.slots.iter().map(|e| e.key().clone()).collect();
+        names.sort();
+        names
+    }
+
+    /// Whether at least one world is serving.
+    pub fn any_loaded(&self) -> bool {
+        self.slots.iter().any(|s| s.current().is_some())
+    }
+
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<WorldEvent> {
+        self.events.subscribe()
+    }
+
+    fn slot_or_new(&self, name: &str) -> Arc<WorldSlot> {
+        Arc::clone(&self.slots.entry(name.to_owned()).or_default())
+    }
+
+    /// Installs a loaded world as the next version of `name`.
+    fn install(
+        &self,
+        name: &str,
+        source: String,
+        load: Result<LoadedWorld, LoadError>,
+    ) -> Result<u64, LoadError> {
+        let slot = self.slot_or_new(name);
+        let _serial = slot.load_lock.lock().unwrap_or_else(|p| p.into_inner());
+        match load {
+            Ok(world) => {
+                let version = slot.next_version.fetch_add(1, Ordering::SeqCst) + 1;
+                let new = WorldVersion {
+                    name: name.to_owned(),
+                    version,
+                    world,
+                    source,
+                    loaded_at: SystemTime::now(),
+                };
+                slot.current.store(Some(Arc::new(new)));
+                if let Ok(mut status) = slot.status.lock() {
+                    status.last_error = None;
+                }
+                tracing::info!(world = name, version, "world loaded");
+                let _ = self.events.send(WorldEvent {
+                    name: name.to_owned(),
+                    version,
+                    error: None,
+                });
+                Ok(version)
+            }
+            Err(err) => {
+                let message = err.to_string();
+                if let Ok(mut status) = slot.status.lock() {
+                    status.last_error = Some(message.clone());
+                    status.failed_loads += 1;
+                }
+                let serving = slot.current().map_or(0, |v| v.version);
+                tracing::warn!(world = name, error = %message, serving_version = serving, "world load failed");
+                let _ = self.events.send(WorldEvent {
+                    name: name.to_owned(),
+                    version: serving,
+                    error: Some(message),
+                });
+                Err(err)
+            }
+        }
+    }
+
+    /// Loads (or reloads) `name` from a file: blocking, call off the reactor.
+    pub fn load_path(&self, name: &str, path: &Path) -> Result<u64, LoadError> {
+        let spec = WorldSpec {
+            path: path.to_owned(),
+            member: None,
+        };
+        let load = open_world(&spec, &self.options);
+        self.install(name, path.display().to_string(), load)
+    }
+
+    /// Loads (or reloads) `name` from bytes of any supported kind (an upload).
+    pub fn load_bytes(&self, name: &str, bytes: &[u8], source: &str) -> Result<u64, LoadError> {
+        let load = world_from_bytes(bytes, name, &self.options);
+        self.install(name, source.to_owned(), load)
+    }
+
+    /// Unloads `name`; returns whether it was loaded.
+    pub fn unload(&self, name: &str) -> bool {
+        let removed = self
+            .slots
+            .remove(name)
+            .is_some_and(|(_, slot)| slot.current().is_some());
+        if removed {
+            tracing::info!(world = name, "world unloaded");
+            let _ = self.events.send(WorldEvent {
+                name: name.to_owned(),
+                version: 0,
+                error: None,
+            });
+        }
+        removed
+    }
+
+    /// Loads every world file in `dir` (name = file stem). Returns the names
+    /// that failed, with their errors.
+    pub fn load_dir(&self, dir: &Path) -> std::io::Result<Vec<(String, String)>> {
+        let mut failures = Vec::new();
+        for (name, path) in world_files(dir)? {
+            if let Err(e) = self.load_path(&name, &path) {
+                failures.push((name, e.to_string()));
+            }
+        }
+        Ok(failures)
+    }
+}
+
+/// The world files of a folder: regular files (or symlinks to them) whose
+/// stem is a valid world name, skipping hidden and temporary files.
+pub fn world_files(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        if file_name.starts_with('.') || !path.is_file() {
+            continue;
+        }
+        let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        if valid_world_name(&stem) {
+            out.push((stem, path));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn world_names() {
+        for ok in ["q3dm6", "oa_ctf2", "a.b-c_d", &"x".repeat(64)] {
+            assert!(valid_world_name(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "a b", "../x", &"x".repeat(65), "é"] {
+            assert!(!valid_world_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_failed_load_keeps_the_old_version() {
+        let registry = Registry::default();
+        let map = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/maps/q3dm6ish.bsp");
+        assert_eq!(registry.load_path("w", &map).ok(), Some(1));
+        let pinned = registry.get("w").expect("loaded");
+        assert!(registry.load_bytes("w", b"garbage", "upload").is_err());
+        let now = registry.get("w").expect("still loaded");
+        assert_eq!(now.version, 1);
+        assert!(Arc::ptr_eq(&pinned, &now));
+        assert!(registry
+            .slot("w")
+            .and_then(|s| s.status().last_error)
+            .is_some());
+        let bytes = std::fs::read(&map).expect("map");
+        assert_eq!(registry.load_bytes("w", &bytes, "upload").ok(), Some(2));
+        assert_eq!(
+            pinned.version, 1,
+            "a pinned version is unaffected by the swap"
+        );
+        assert!(registry.unload("w"));
+        assert!(registry.get("w").is_none());
+    }
+}

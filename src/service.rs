@@ -1,0 +1,418 @@
+//! The transport-free core of the server: limits, validation, running
+//! batches, describing worlds, and the one table that maps every error to an
+//! HTTP status and a gRPC code. Transports convert wire types and call this.
+
+use crate::query::{answer, Answer, PointAnswer, Query, QueryError, QueryLine};
+use crate::registry::{valid_world_name, Registry, WorldVersion};
+use crate::trace::{point_contents, Scratch};
+use serde::Serialize;
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+
+/// Request limits, configurable, with safe defaults.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_queries_per_request: usize,
+    pub max_body_bytes: usize,
+    pub max_upload_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_queries_per_request: 65_536,
+            max_body_bytes: 32 << 20,
+            max_upload_bytes: 256 << 20,
+        }
+    }
+}
+
+/// Every error a request can meet.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ServiceError {
+    #[error("no world named {0:?}")]
+    UnknownWorld(String),
+    #[error("invalid world name {0:?}: names match [A-Za-z0-9_.-]{{1,64}}")]
+    BadWorldName(String),
+    #[error("query {index}: {error}")]
+    BadQuery { index: usize, error: QueryError },
+    #[error("{count} queries in one request; the limit is {limit}")]
+    TooManyQueries { count: usize, limit: usize },
+    #[error("{0}")]
+    Malformed(String),
+    #[error("a valid admin token is required")]
+    Unauthenticated,
+    #[error("admin routes are disabled (no admin token configured)")]
+    AdminDisabled,
+    #[error("the world did not load: {0}")]
+    LoadFailed(String),
+    #[error("request body exceeds the limit of {0} bytes")]
+    TooLarge(usize),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// gRPC status codes (numbers from the gRPC specification).
+pub mod grpc_code {
+    pub const INVALID_ARGUMENT: i32 = 3;
+    pub const NOT_FOUND: i32 = 5;
+    pub const PERMISSION_DENIED: i32 = 7;
+    pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const INTERNAL: i32 = 13;
+    pub const UNAUTHENTICATED: i32 = 16;
+}
+
+impl ServiceError {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ServiceError::UnknownWorld(_) => "unknown_world",
+            ServiceError::BadWorldName(_) => "bad_world_name",
+            ServiceError::BadQuery { error, .. } => error.code(),
+            ServiceError::TooManyQueries { .. } => "too_many_queries",
+            ServiceError::Malformed(_) => "malformed_request",
+            ServiceError::Unauthenticated => "unauthenticated",
+            ServiceError::AdminDisabled => "admin_disabled",
+            ServiceError::LoadFailed(_) => "load_failed",
+            ServiceError::TooLarge(_) => "too_large",
+            ServiceError::Internal(_) => "internal",
+        }
+    }
+
+    /// (HTTP status, gRPC code): the one mapping every transport uses.
+    pub fn statuses(&self) -> (u16, i32) {
+        use grpc_code::*;
+        match self {
+            ServiceError::UnknownWorld(_) => (404, NOT_FOUND),
+            ServiceError::BadWorldName(_)
+            | ServiceError::BadQuery { .. }
+            | ServiceError::TooManyQueries { .. }
+            | ServiceError::Malformed(_)
+            | ServiceError::LoadFailed(_) => (400, INVALID_ARGUMENT),
+            ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
+            ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
+            ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),
+            ServiceError::Internal(_) => (500, INTERNAL),
+        }
+    }
+
+    pub fn query_index(&self) -> Option<usize> {
+        match self {
+            ServiceError::BadQuery { index, .. } => Some(*index),
+            _ => None,
+        }
+    }
+
+    /// The JSON error body of SPEC §5.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut error = serde_json::json!({"code": self.code(), "message": self.to_string()});
+        if let Some(i) = self.query_index() {
+            error["query_index"] = i.into();
+        }
+        serde_json::json!({ "error": error })
+    }
+}
+
+/// Answers to one batch, naming the world version that answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchAnswer {
+    pub world: String,
+    pub version: u64,
+    pub results: Vec<Answer>,
+}
+
+/// What `GET /v1/worlds/{name}` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorldDescription {
+    pub name: String,
+    pub version: u64,
+    pub source: Option<String>,
+    pub loaded_at: Option<String>,
+    pub bounds: Option<Bounds>,
+    pub curves: Option<bool>,
+    pub hulls: Vec<String>,
+    pub status: &'static str,
+    pub last_error: Option<String>,
+    pub failed_loads: u64,
+    pub source_name: Option<String>,
+    pub source_hash: Option<String>,
+    pub counts: Option<Counts>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Bounds {
+    pub mins: [f32; 3],
+    pub maxs: [f32; 3],
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Counts {
+    pub brushes: usize,
+    pub patches: usize,
+    pub nodes: usize,
+    pub leaves: usize,
+    pub bytes: usize,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
+}
+
+/// The core shared by every transport.
+#[derive(Debug)]
+pub struct Service {
+    pub registry: Arc<Registry>,
+    pub limits: Limits,
+    admin_token: Option<String>,
+}
+
+impl Service {
+    pub fn new(registry: Arc<Registry>, limits: Limits, admin_token: Option<String>) -> Self {
+        let admin_token = admin_token.filter(|t| !t.is_empty());
+        Self {
+            registry,
+            limits,
+            admin_token,
+        }
+    }
+
+    /// The current version of a world, or the error to return.
+    pub fn world(&self, name: &str) -> Result<Arc<WorldVersion>, ServiceError> {
+        if !valid_world_name(name) {
+            return Err(ServiceError::BadWorldName(name.to_owned()));
+        }
+        self.registry
+            .get(name)
+            .ok_or_else(|| ServiceError::UnknownWorld(name.to_owned()))
+    }
+
+    /// Validates a whole batch first (a bad query rejects the request), then
+    /// answers it on the calling thread against one pinned world version.
+    pub fn trace(&self, world: &str, lines: &[QueryLine]) -> Result<BatchAnswer, ServiceError> {
+        let version = self.world(world)?;
+        self.check_count(lines.len())?;
+        let queries = lines
+            .iter()
+            .enumerate()
+            .map(|(index, line)| {
+                line.validate()
+                    .map_err(|error| ServiceError::BadQuery { index, error })
+            })
+            .collect::<Result<Vec<Query>, _>>()?;
+        Ok(self.run(&version, &queries))
+    }
+
+    /// Point contents for a list of points.
+    pub fn contents(&self, world: &str, points: &[[f64; 3]]) -> Result<BatchAnswer, ServiceError> {
+        let lines: Vec<QueryLine> = points
+            .iter()
+            .map(|p| QueryLine {
+                point: Some(*p),
+                ..Default::default()
+            })
+            .collect();
+        self.trace(world, &lines)
+    }
+
+    fn check_count(&self, count: usize) -> Result<(), ServiceError> {
+        let limit = self.limits.max_queries_per_request;
+        if count > limit {
+            return Err(ServiceError::TooManyQueries { count, limit });
+        }
+        Ok(())
+    }
+
+    /// Runs validated queries against one version.
+    pub fn run(&self, version: &WorldVersion, queries: &[Query]) -> BatchAnswer {
+        let world = version.world.view();
+        let results = SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            queries
+                .iter()
+                .map(|q| match q {
+                    Query::Point(p) => Answer::Point(PointAnswer {
+                        contents: point_contents(&world, *p),
+                    }),
+                    other => answer(&world, &mut scratch, other),
+                })
+                .collect()
+        });
+        BatchAnswer {
+            world: version.name.clone(),
+            version: version.version,
+            results,
+        }
+    }
+
+    /// Checks an admin bearer token (constant-time comparison).
+    pub fn check_admin(&self, presented: Option<&str>) -> Result<(), ServiceError> {
+        let Some(expected) = &self.admin_token else {
+            return Err(ServiceError::AdminDisabled);
+        };
+        let Some(presented) = presented else {
+            return Err(ServiceError::Unauthenticated);
+        };
+        let (a, b) = (expected.as_bytes(), presented.as_bytes());
+        let mut diff = (a.len() != b.len()) as u8;
+        for i in 0..a.len().max(b.len()) {
+            diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+        }
+        if diff == 0 {
+            Ok(())
+        } else {
+            Err(ServiceError::Unauthenticated)
+        }
+    }
+
+    /// Loads an uploaded world (blocking: call off the reactor).
+    pub fn upload(&self, name: &str, bytes: &[u8]) -> Result<u64, ServiceError> {
+        if !valid_world_name(name) {
+            return Err(ServiceError::BadWorldName(name.to_owned()));
+        }
+        if bytes.len() > self.limits.max_upload_bytes {
+            return Err(ServiceError::TooLarge(self.limits.max_upload_bytes));
+        }
+        self.registry
+            .load_bytes(name, bytes, "upload")
+            .map_err(|e| ServiceError::LoadFailed(e.to_string()))
+    }
+
+    pub fn unload(&self, name: &str) -> Result<(), ServiceError> {
+        if !valid_world_name(name) {
+            return Err(ServiceError::BadWorldName(name.to_owned()));
+        }
+        if self.registry.unload(name) {
+            Ok(())
+        } else {
+            Err(ServiceError::UnknownWorld(name.to_owned()))
+        }
+    }
+
+    pub fn describe(&self, name: &str) -> Result<WorldDescription, ServiceError> {
+        if !valid_world_name(name) {
+            return Err(ServiceError::BadWorldName(name.to_owned()));
+        }
+        let slot = self
+            .registry
+            .slot(name)
+            .ok_or_else(|| ServiceError::UnknownWorld(name.to_owned()))?;
+        let status = slot.status();
+        let current = slot.current();
+        let mut d = WorldDescription {
+            name: name.to_owned(),
+            version: 0,
+            source: None,
+            loaded_at: None,
+            bounds: None,
+            curves: None,
+            hulls: Vec::new(),
+            status: if current.is_some() {
+                "serving"
+            } else {
+                "failed"
+            },
+            last_error: status.last_error,
+            failed_loads: status.failed_loads,
+            source_name: None,
+            source_hash: None,
+            counts: None,
+        };
+        if let Some(v) = current {
+            let w = v.world.view();
+            d.version = v.version;
+            d.source = Some(v.source.clone());
+            d.loaded_at = Some(rfc3339(v.loaded_at));
+            d.bounds = Some(Bounds {
+                mins: w.mins,
+                maxs: w.maxs,
+            });
+            d.curves = Some(w.info.curves);
+            d.hulls = w.info.hulls.iter().map(|h| h.name.clone()).collect();
+            d.source_name = Some(w.info.source_name.clone());
+            d.source_hash = Some(format!("{:016x}", w.info.source_hash));
+            d.counts = Some(Counts {
+                brushes: w.brushes.len(),
+                patches: w.patches.len(),
+                nodes: w.nodes.len(),
+                leaves: w.leaves.len(),
+                bytes: v.world.data_bytes(),
+            });
+        }
+        Ok(d)
+    }
+
+    pub fn describe_all(&self) -> Vec<WorldDescription> {
+        self.registry
+            .names()
+            .iter()
+            .filter_map(|n| self.describe(n).ok())
+            .collect()
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a time after 1970.
+pub fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_millis(951_782_400_123)),
+            "2000-02-29T00:00:00.123Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_305_600)),
+            "2026-11-21T00:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn admin_tokens() {
+        let registry = Arc::new(Registry::default());
+        let off = Service::new(Arc::clone(&registry), Limits::default(), None);
+        assert_eq!(off.check_admin(Some("x")), Err(ServiceError::AdminDisabled));
+        let on = Service::new(registry, Limits::default(), Some("s3cret".into()));
+        assert_eq!(on.check_admin(Some("s3cret")), Ok(()));
+        for bad in [
+            None,
+            Some(""),
+            Some("s3cre"),
+            Some("s3cret!"),
+            Some("S3cret"),
+        ] {
+            assert_eq!(
+                on.check_admin(bad),
+                Err(ServiceError::Unauthenticated),
+                "{bad:?}"
+            );
+        }
+    }
+}

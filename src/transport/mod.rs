@@ -1,0 +1,3 @@
+//! Network front ends over the transport-free [`crate::service::Service`].
+
+pub mod http;
