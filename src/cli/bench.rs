@@ -73,7 +73,8 @@ fn walk_stats(world: &World, traces: &[TraceQuery]) -> Vec<(&'static str, f64, u
         .iter()
         .map(|q| trace_with_stats(world, q, &mut scratch).1)
         .collect();
-    let fields: [(&'static str, fn(&WalkStats) -> u32); 5] = [
+    type Field = (&'static str, fn(&WalkStats) -> u32);
+    let fields: [Field; 5] = [
         ("nodes", |s| s.nodes),
         ("leaves", |s| s.leaves),
         ("full_leaves", |s| s.full_leaves),
