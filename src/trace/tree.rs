@@ -78,25 +78,23 @@ pub(crate) fn trace_tree<P: Probe>(
         p1: w.start,
         p2: w.end,
     });
-    while let Some(seg) = stack.pop() {
-        walk_segment(world, w, scratch, seg, &mut stack, probe);
+    // Rays and boxes get their own copy of the walk: a ray's plane reach
+    // is a constant.
+    if w.is_point {
+        while let Some(seg) = stack.pop() {
+            walk_segment::<P, true>(world, w, scratch, seg, &mut stack, probe);
+        }
+    } else {
+        while let Some(seg) = stack.pop() {
+            walk_segment::<P, false>(world, w, scratch, seg, &mut stack, probe);
+        }
     }
     scratch.segment_stack = stack;
 }
 
-/// How far (along the plane's normal) the box reaches beyond its centre.
-#[inline(always)]
-fn support(normal: Vec3, axis: u32, extents: Vec3) -> f32 {
-    if axis < 3 {
-        extents[axis as usize]
-    } else {
-        normal.abs().dot(extents)
-    }
-}
-
 /// Descends from `seg.child` along the near side, pushing far sides.
 #[inline]
-fn walk_segment<P: Probe>(
+fn walk_segment<P: Probe, const RAY: bool>(
     world: &World,
     w: &mut TraceWork,
     scratch: &mut Scratch,
@@ -115,7 +113,7 @@ fn walk_segment<P: Probe>(
     if w.result.fraction <= p1f {
         return;
     }
-    let is_point = w.is_point;
+    let extents = w.extents;
     while child >= 0 {
         probe.node();
         let node = &world.nodes[child as usize];
@@ -125,11 +123,13 @@ fn walk_segment<P: Probe>(
         // of an axial plane, without the branch.
         let t1 = normal.dot(p1) - plane.dist;
         let t2 = normal.dot(p2) - plane.dist;
-        let reach = if is_point {
-            0.0
+        // How far the box reaches along the normal, plus the slack. For an
+        // axial plane |n|·e is exactly the one extent, so no branch on the axis.
+        let reach = if RAY {
+            TREE_WALK_SLACK
         } else {
-            support(normal, plane.axis, w.extents)
-        } + TREE_WALK_SLACK;
+            normal.abs().dot(extents) + TREE_WALK_SLACK
+        };
         if t1 >= reach && t2 >= reach {
             child = node.children[0];
             continue;
