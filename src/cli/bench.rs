@@ -7,7 +7,7 @@ use super::WorldArgs;
 use anyhow::{bail, Context};
 use bspq::conformance::read_lines;
 use bspq::query::{Query, QueryLine};
-use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
+use bspq::trace::{point_contents, trace, trace_with_stats, Scratch, TraceQuery, WalkStats};
 use bspq::world::World;
 use clap::Args;
 use parry::{Baseline, ParryQuery};
@@ -49,6 +49,46 @@ pub struct BenchArgs {
     /// Skip the parry3d baseline.
     #[arg(long)]
     no_parry: bool,
+    /// Also count, per trace, the nodes, leaves and brushes the walk visits
+    /// (an untimed extra pass).
+    #[arg(long)]
+    stats: bool,
+}
+
+/// Mean and 99th percentile of one walk counter over the traces.
+fn counter_summary(values: &mut [u32]) -> (f64, u32) {
+    if values.is_empty() {
+        return (0.0, 0);
+    }
+    let mean = values.iter().map(|&v| v as f64).sum::<f64>() / values.len() as f64;
+    values.sort_unstable();
+    let p99 = values[((values.len() - 1) as f64 * 0.99).round() as usize];
+    (mean, p99)
+}
+
+/// Walk counters over every trace: name → (mean, p99).
+fn walk_stats(world: &World, traces: &[TraceQuery]) -> Vec<(&'static str, f64, u32)> {
+    let mut scratch = Scratch::new();
+    let all: Vec<WalkStats> = traces
+        .iter()
+        .map(|q| trace_with_stats(world, q, &mut scratch).1)
+        .collect();
+    type Field = (&'static str, fn(&WalkStats) -> u32);
+    let fields: [Field; 5] = [
+        ("nodes", |s| s.nodes),
+        ("leaves", |s| s.leaves),
+        ("full_leaves", |s| s.full_leaves),
+        ("brushes", |s| s.brushes),
+        ("patches", |s| s.patches),
+    ];
+    fields
+        .iter()
+        .map(|&(name, get)| {
+            let mut v: Vec<u32> = all.iter().map(get).collect();
+            let (mean, p99) = counter_summary(&mut v);
+            (name, mean, p99)
+        })
+        .collect()
 }
 
 /// Queries per second over several runs.
@@ -320,6 +360,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(run_parry(&world, &traces, args.runs, min_run)?)
     };
 
+    let counters = (args.stats && !traces.is_empty()).then(|| walk_stats(&world, &traces));
+
     let cpu = cpu_model();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let wall_ratio = parry
@@ -393,6 +435,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let by_cpu = cpu_ratio.map_or(String::new(), |c| format!("; by CPU time {c:.2}x"));
         report.push(format!("ratio      {r:.2}x bspq / parry3d{goal}{by_cpu}"));
     }
+    if let Some(c) = &counters {
+        let parts: Vec<String> = c
+            .iter()
+            .map(|(name, mean, p99)| format!("{name} {mean:.2} (p99 {p99})"))
+            .collect();
+        report.push(format!("walk       per trace: {}", parts.join(", ")));
+    }
     if let Some(n) = args.batch {
         report.push(format!(
             "batch      {n} (recorded only: no batch kernel yet)"
@@ -439,6 +488,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "batch": args.batch,
             "cpu": cpu,
             "cores": cores,
+            "walk": counters.as_ref().map(|c| c
+                .iter()
+                .map(|(name, mean, p99)| (name.to_string(), serde_json::json!({"mean": mean, "p99": p99})))
+                .collect::<serde_json::Map<_, _>>()),
         });
         println!("{out}");
     }

@@ -13,6 +13,7 @@ mod tree;
 mod work;
 
 pub use contents::point_contents;
+pub use tree::WalkStats;
 pub use work::{Scratch, TraceQuery, TraceResult};
 
 use crate::world::World;
@@ -20,12 +21,33 @@ use work::TraceWork;
 
 /// Traces `query` through `world` and returns the first contact.
 pub fn trace(world: &World, query: &TraceQuery, scratch: &mut Scratch) -> TraceResult {
+    trace_probed(world, query, scratch, &mut ())
+}
+
+/// [`trace`], also counting what the walk did (for tuning; slower).
+pub fn trace_with_stats(
+    world: &World,
+    query: &TraceQuery,
+    scratch: &mut Scratch,
+) -> (TraceResult, WalkStats) {
+    let mut stats = WalkStats::default();
+    let result = trace_probed(world, query, scratch, &mut stats);
+    (result, stats)
+}
+
+#[inline(always)]
+fn trace_probed<P: tree::Probe>(
+    world: &World,
+    query: &TraceQuery,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) -> TraceResult {
     let mut work = TraceWork::new(query);
     scratch.begin(world);
     if work.is_position_test() {
-        tree::position_test(world, &mut work, scratch);
+        tree::position_test(world, &mut work, scratch, probe);
     } else {
-        tree::trace_tree(world, &mut work, scratch);
+        tree::trace_tree(world, &mut work, scratch, probe);
     }
     work.finish(query)
 }

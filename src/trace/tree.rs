@@ -6,6 +6,51 @@ use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
 use crate::world::{Leaf, World};
 
+/// What one trace's walk did, counted when asked for (`trace_with_stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalkStats {
+    /// Tree nodes whose plane the walk tested.
+    pub nodes: u32,
+    /// Leaves the walk reached.
+    pub leaves: u32,
+    /// Of those, leaves listing at least one brush or patch.
+    pub full_leaves: u32,
+    /// Brushes clipped (or position-tested) exactly.
+    pub brushes: u32,
+    /// Patches clipped (or position-tested) exactly.
+    pub patches: u32,
+}
+
+/// Counting hooks of the walk: `()` counts nothing and compiles away.
+pub(crate) trait Probe {
+    fn node(&mut self) {}
+    fn leaf(&mut self, _leaf: &Leaf) {}
+    fn brush(&mut self) {}
+    fn patch(&mut self) {}
+}
+
+impl Probe for () {}
+
+impl Probe for WalkStats {
+    #[inline(always)]
+    fn node(&mut self) {
+        self.nodes += 1;
+    }
+    #[inline(always)]
+    fn leaf(&mut self, leaf: &Leaf) {
+        self.leaves += 1;
+        self.full_leaves += (leaf.num_brushes + leaf.num_patches > 0) as u32;
+    }
+    #[inline(always)]
+    fn brush(&mut self) {
+        self.brushes += 1;
+    }
+    #[inline(always)]
+    fn patch(&mut self) {
+        self.patches += 1;
+    }
+}
+
 /// A piece of the move still to walk: `child` between fractions `f1..f2`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Segment {
@@ -18,7 +63,12 @@ pub(crate) struct Segment {
 
 /// Traces the whole move through the tree from the root, nearest side first,
 /// with an explicit stack of the far sides still to visit.
-pub(crate) fn trace_tree(world: &World, w: &mut TraceWork, scratch: &mut Scratch) {
+pub(crate) fn trace_tree<P: Probe>(
+    world: &World,
+    w: &mut TraceWork,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) {
     let mut stack = std::mem::take(&mut scratch.segment_stack);
     stack.clear();
     stack.push(Segment {
@@ -28,30 +78,29 @@ pub(crate) fn trace_tree(world: &World, w: &mut TraceWork, scratch: &mut Scratch
         p1: w.start,
         p2: w.end,
     });
-    while let Some(seg) = stack.pop() {
-        walk_segment(world, w, scratch, seg, &mut stack);
+    // Rays and boxes get their own copy of the walk: a ray's plane reach
+    // is a constant.
+    if w.is_point {
+        while let Some(seg) = stack.pop() {
+            walk_segment::<P, true>(world, w, scratch, seg, &mut stack, probe);
+        }
+    } else {
+        while let Some(seg) = stack.pop() {
+            walk_segment::<P, false>(world, w, scratch, seg, &mut stack, probe);
+        }
     }
     scratch.segment_stack = stack;
 }
 
-/// How far (along the plane's normal) the box reaches beyond its centre.
-#[inline(always)]
-fn support(normal: Vec3, axis: u32, extents: Vec3) -> f32 {
-    if axis < 3 {
-        extents[axis as usize]
-    } else {
-        normal.abs().dot(extents)
-    }
-}
-
 /// Descends from `seg.child` along the near side, pushing far sides.
 #[inline]
-fn walk_segment(
+fn walk_segment<P: Probe, const RAY: bool>(
     world: &World,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     seg: Segment,
     stack: &mut Vec<Segment>,
+    probe: &mut P,
 ) {
     let Segment {
         mut child,
@@ -64,8 +113,9 @@ fn walk_segment(
     if w.result.fraction <= p1f {
         return;
     }
-    let is_point = w.is_point;
+    let extents = w.extents;
     while child >= 0 {
+        probe.node();
         let node = &world.nodes[child as usize];
         let plane = &world.planes[node.plane as usize];
         let normal = plane.normal();
@@ -73,11 +123,13 @@ fn walk_segment(
         // of an axial plane, without the branch.
         let t1 = normal.dot(p1) - plane.dist;
         let t2 = normal.dot(p2) - plane.dist;
-        let reach = if is_point {
-            0.0
+        // How far the box reaches along the normal, plus the slack. For an
+        // axial plane |n|·e is exactly the one extent, so no branch on the axis.
+        let reach = if RAY {
+            TREE_WALK_SLACK
         } else {
-            support(normal, plane.axis, w.extents)
-        } + TREE_WALK_SLACK;
+            normal.abs().dot(extents) + TREE_WALK_SLACK
+        };
         if t1 >= reach && t2 >= reach {
             child = node.children[0];
             continue;
@@ -109,10 +161,23 @@ fn walk_segment(
         p2 = p1 + (p2 - p1) * frac;
         child = node.children[near];
     }
-    trace_leaf(world, w, scratch, &world.leaves[(-1 - child) as usize]);
+    trace_leaf(
+        world,
+        w,
+        scratch,
+        &world.leaves[(-1 - child) as usize],
+        probe,
+    );
 }
 
-fn trace_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Leaf) {
+fn trace_leaf<P: Probe>(
+    world: &World,
+    w: &mut TraceWork,
+    scratch: &mut Scratch,
+    leaf: &Leaf,
+    probe: &mut P,
+) {
+    probe.leaf(leaf);
     let first = leaf.first_brush as usize;
     for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
         if !scratch.first_visit_brush(b as usize) {
@@ -122,6 +187,7 @@ fn trace_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Le
         if brush.contents & w.mask == 0 {
             continue;
         }
+        probe.brush();
         trace_through_brush(world, brush, w);
         // Like the reference, stop at a contact at the very start.
         if w.result.allsolid || w.result.fraction == 0.0 {
@@ -137,6 +203,7 @@ fn trace_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Le
         if patch.contents & w.mask == 0 {
             continue;
         }
+        probe.patch();
         trace_through_patch(world, patch, w);
         if w.result.allsolid {
             return;
@@ -145,14 +212,19 @@ fn trace_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Le
 }
 
 /// A trace whose start equals its end: is the box inside anything?
-pub(crate) fn position_test(world: &World, w: &mut TraceWork, scratch: &mut Scratch) {
+pub(crate) fn position_test<P: Probe>(
+    world: &World,
+    w: &mut TraceWork,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) {
     let lo = w.start - w.extents - Vec3::splat(TREE_WALK_SLACK);
     let hi = w.start + w.extents + Vec3::splat(TREE_WALK_SLACK);
     scratch.leaf_stack.clear();
-    collect_box_leaves(world, world.root(), lo, hi, &mut scratch.leaf_stack);
+    collect_box_leaves(world, world.root(), lo, hi, &mut scratch.leaf_stack, probe);
     let leaves = std::mem::take(&mut scratch.leaf_stack);
     for &leaf_index in &leaves {
-        test_in_leaf(world, w, scratch, &world.leaves[leaf_index as usize]);
+        test_in_leaf(world, w, scratch, &world.leaves[leaf_index as usize], probe);
         if w.result.allsolid {
             break;
         }
@@ -161,12 +233,20 @@ pub(crate) fn position_test(world: &World, w: &mut TraceWork, scratch: &mut Scra
 }
 
 /// The leaves whose cells overlap the box `lo..hi`, in tree order (front first).
-fn collect_box_leaves(world: &World, mut child: i32, lo: Vec3, hi: Vec3, out: &mut Vec<u32>) {
+fn collect_box_leaves<P: Probe>(
+    world: &World,
+    mut child: i32,
+    lo: Vec3,
+    hi: Vec3,
+    out: &mut Vec<u32>,
+    probe: &mut P,
+) {
     loop {
         if child < 0 {
             out.push((-1 - child) as u32);
             return;
         }
+        probe.node();
         let node = &world.nodes[child as usize];
         let plane = &world.planes[node.plane as usize];
         let n = plane.normal();
@@ -180,13 +260,20 @@ fn collect_box_leaves(world: &World, mut child: i32, lo: Vec3, hi: Vec3, out: &m
         } else if d + r < 0.0 {
             child = node.children[1];
         } else {
-            collect_box_leaves(world, node.children[0], lo, hi, out);
+            collect_box_leaves(world, node.children[0], lo, hi, out, probe);
             child = node.children[1];
         }
     }
 }
 
-fn test_in_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &Leaf) {
+fn test_in_leaf<P: Probe>(
+    world: &World,
+    w: &mut TraceWork,
+    scratch: &mut Scratch,
+    leaf: &Leaf,
+    probe: &mut P,
+) {
+    probe.leaf(leaf);
     let first = leaf.first_brush as usize;
     for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
         if !scratch.first_visit_brush(b as usize) {
@@ -196,6 +283,7 @@ fn test_in_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &
         if brush.contents & w.mask == 0 {
             continue;
         }
+        probe.brush();
         if box_in_brush(world, brush, w) {
             w.result.startsolid = true;
             w.result.allsolid = true;
@@ -213,6 +301,7 @@ fn test_in_leaf(world: &World, w: &mut TraceWork, scratch: &mut Scratch, leaf: &
         if patch.contents & w.mask == 0 {
             continue;
         }
+        probe.patch();
         if position_test_patch(world, patch, w) {
             w.result.startsolid = true;
             w.result.allsolid = true;
