@@ -1,0 +1,461 @@
+//! The server end to end over HTTP: a real server on a free loopback port,
+//! a real HTTP client. Request counts and durations are bounded.
+
+mod common;
+
+use bspq::compile::CompileOptions;
+use bspq::metrics::Metrics;
+use bspq::query::{answer, Answer};
+use bspq::registry::{Registry, WorldVersion};
+use bspq::server::{load_initial_worlds, run, ServerOptions};
+use bspq::service::{Limits, Service};
+use bspq::trace::Scratch;
+use bspq::world::format;
+use bspq::world::load::compile_source;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "test-token";
+
+struct TestServer {
+    base: String,
+    registry: Arc<Registry>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestServer {
+    fn start(worlds_dir: Option<PathBuf>, limits: Limits) -> TestServer {
+        let options = ServerOptions {
+            worlds_dir,
+            rescan_interval: Duration::from_millis(20),
+            drain_timeout: Duration::from_secs(20),
+        };
+        let registry = Arc::new(Registry::new(CompileOptions::default()));
+        load_initial_worlds(&registry, &options).expect("initial worlds");
+        let service = Arc::new(Service::new(
+            Arc::clone(&registry),
+            limits,
+            Some(TOKEN.into()),
+        ));
+        let metrics = Arc::new(Metrics::new().expect("metrics"));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                addr_tx.send(listener.local_addr()?)?;
+                run(service, metrics, options, listener, async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+            })
+        });
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server address");
+        TestServer {
+            base: format!("http://{addr}"),
+            registry,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(&mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| anyhow::anyhow!("server thread panicked"))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+/// (status, parsed JSON body)
+fn call(req: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> (u16, serde_json::Value) {
+    let mut resp = req.expect("request completes");
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+fn get(base: &str, path: &str) -> (u16, serde_json::Value) {
+    call(agent().get(&format!("{base}{path}")).call())
+}
+
+fn post(base: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    call(
+        agent()
+            .post(&format!("{base}{path}"))
+            .header("Content-Type", "application/json")
+            .send(body),
+    )
+}
+
+fn worlds_dir_with(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, bytes) in files {
+        std::fs::write(dir.path().join(name), bytes).expect("write world");
+    }
+    dir
+}
+
+fn compiled(map: &str) -> Vec<u8> {
+    let source = std::fs::read(common::map_path(map)).expect("map");
+    format::write(&compile_source(&source, map, &CompileOptions::default()).expect("compiles"))
+}
+
+fn replace_atomically(dir: &Path, name: &str, bytes: &[u8]) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, bytes).expect("write");
+    std::fs::rename(&tmp, dir.join(name)).expect("rename");
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn answers_match_the_offline_kernel() {
+    let dir = worlds_dir_with(&[("arena.bspq", &compiled("q3dm6ish"))]);
+    let server = TestServer::start(Some(dir.path().to_owned()), Limits::default());
+    let local = common::load_world("q3dm6ish", true);
+    let mut scratch = Scratch::new();
+    for set in common::SETS {
+        let lines = common::load_set("q3dm6ish", set, true).queries;
+        let queries: Vec<serde_json::Value> = lines
+            .iter()
+            .map(|l| serde_json::from_str(l).expect("query json"))
+            .collect();
+        let body = serde_json::json!({ "queries": queries }).to_string();
+        let (status, reply) = post(&server.base, "/v1/worlds/arena/trace", &body);
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(reply["world"], "arena");
+        assert_eq!(reply["version"], 1);
+        let results = reply["results"].as_array().expect("results");
+        assert_eq!(results.len(), lines.len());
+        for (line, got) in lines.iter().zip(results) {
+            let want = answer(&local.view(), &mut scratch, &common::parse_query(line));
+            let got: Answer = serde_json::from_value(got.clone()).expect("answer");
+            assert_eq!(got, want, "{set}: {line}");
+        }
+    }
+}
+
+#[test]
+fn every_route_and_error_path() {
+    let limits = Limits {
+        max_queries_per_request: 8,
+        ..Limits::default()
+    };
+    let mut server = TestServer::start(None, limits);
+    let base = server.base.clone();
+    // No worlds directory: the bundled world serves.
+    assert_eq!(get(&base, "/healthz").0, 200);
+    assert_eq!(get(&base, "/readyz").0, 200);
+    let (status, worlds) = get(&base, "/v1/worlds");
+    assert_eq!(status, 200);
+    assert_eq!(worlds["worlds"][0]["name"], "q3dm6ish");
+    let (status, w) = get(&base, "/v1/worlds/q3dm6ish");
+    assert_eq!(status, 200);
+    for key in [
+        "name",
+        "version",
+        "source",
+        "loaded_at",
+        "bounds",
+        "curves",
+        "hulls",
+        "status",
+        "last_error",
+    ] {
+        assert!(w.get(key).is_some(), "world description lacks {key}: {w}");
+    }
+    let (status, one) = get(&base, "/v1/worlds/q3dm6ish/trace?start=0,0,200&end=0,0,-2000&mins=-15,-15,-24&maxs=15,15,32&mask=0x2010001");
+    assert_eq!(status, 200, "{one}");
+    assert!(one["results"][0]["fraction"].as_f64().expect("fraction") < 1.0);
+    let (status, contents) = post(
+        &base,
+        "/v1/worlds/q3dm6ish/contents",
+        r#"{"points":[[0,0,0],[0,0,-100000]]}"#,
+    );
+    assert_eq!(status, 200, "{contents}");
+    assert_eq!(contents["results"].as_array().map(Vec::len), Some(2));
+
+    let expect_error = |status: u16,
+                        body: &serde_json::Value,
+                        want_status: u16,
+                        code: &str,
+                        index: Option<u64>| {
+        assert_eq!(status, want_status, "{body}");
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+        assert_eq!(body["error"]["query_index"].as_u64(), index, "{body}");
+    };
+    let trace = "/v1/worlds/q3dm6ish/trace";
+    let (s, b) = post(
+        &base,
+        trace,
+        r#"{"queries":[{"start":[0,0,0],"end":[1,1,1]},{"start":[0,0,1e30],"end":[0,0,0]}]}"#,
+    );
+    expect_error(s, &b, 400, "bad_coordinate", Some(1));
+    let (s, b) = post(
+        &base,
+        trace,
+        r#"{"queries":[{"start":[0,0,0],"end":[1,1,1],"mins":[1,0,0],"maxs":[0,0,0]}]}"#,
+    );
+    expect_error(s, &b, 400, "mins_above_maxs", Some(0));
+    let (s, b) = post(&base, "/v1/worlds/nope/trace", r#"{"queries":[]}"#);
+    expect_error(s, &b, 404, "unknown_world", None);
+    let many =
+        serde_json::json!({"queries": vec![serde_json::json!({"start":[0,0,0],"end":[1,1,1]}); 9]});
+    let (s, b) = post(&base, trace, &many.to_string());
+    expect_error(s, &b, 400, "too_many_queries", None);
+    let (s, b) = post(&base, trace, "{not json");
+    expect_error(s, &b, 400, "malformed_request", None);
+    let (s, b) = get(&base, "/v1/worlds/q3dm6ish/trace?start=1,2&end=0,0,0");
+    expect_error(s, &b, 400, "malformed_request", None);
+    let (s, b) = get(&base, "/v1/worlds/bad%20name");
+    expect_error(s, &b, 400, "bad_world_name", None);
+
+    // Admin: upload and unload need the token.
+    let map = std::fs::read(common::map_path("aggressor")).expect("map");
+    let put = |token: Option<&str>, body: &[u8]| {
+        let mut req = agent().put(&format!("{base}/v1/worlds/uploaded"));
+        if let Some(t) = token {
+            req = req.header("Authorization", &format!("Bearer {t}"));
+        }
+        call(req.send(body))
+    };
+    let (s, b) = put(None, &map);
+    expect_error(s, &b, 401, "unauthenticated", None);
+    let (s, b) = put(Some("wrong"), &map);
+    expect_error(s, &b, 401, "unauthenticated", None);
+    let (s, b) = put(Some(TOKEN), &map);
+    assert_eq!((s, b["version"].as_u64()), (200, Some(1)), "{b}");
+    let (s, b) = put(Some(TOKEN), b"not a world");
+    expect_error(s, &b, 400, "load_failed", None);
+    let (_, w) = get(&base, "/v1/worlds/uploaded");
+    assert_eq!(
+        w["version"], 1,
+        "a failed upload keeps the old version serving"
+    );
+    assert!(w["last_error"].as_str().is_some_and(|e| !e.is_empty()));
+    let (s, b) = call(agent().delete(&format!("{base}/v1/worlds/uploaded")).call());
+    expect_error(s, &b, 401, "unauthenticated", None);
+    let (s, _) = call(
+        agent()
+            .delete(&format!("{base}/v1/worlds/uploaded"))
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .call(),
+    );
+    assert_eq!(s, 200);
+    assert_eq!(get(&base, "/v1/worlds/uploaded").0, 404);
+
+    let (s, metrics) = call(agent().get(&format!("{base}/metrics")).call());
+    assert_eq!(s, 200);
+    let text = metrics.as_str().unwrap_or_default().to_owned();
+    for name in [
+        "bspq_requests_total",
+        "bspq_request_duration_seconds_bucket",
+        "bspq_world_version",
+        "bspq_batch_size_bucket",
+        "bspq_requests_in_flight",
+    ] {
+        assert!(text.contains(name), "metrics lack {name}");
+    }
+    server.stop().expect("clean stop");
+}
+
+#[test]
+fn hot_swap_under_load_never_fails_or_tears() {
+    let maps = [
+        ("q3dm6ish", compiled("q3dm6ish")),
+        ("aggressor", compiled("aggressor")),
+    ];
+    let dir = worlds_dir_with(&[("arena.bspq", &maps[0].1)]);
+    let server = TestServer::start(Some(dir.path().to_owned()), Limits::default());
+    // A fixed batch and each map's answers to it.
+    let lines: Vec<String> = common::load_set("q3dm6ish", "rays", true)
+        .queries
+        .into_iter()
+        .take(64)
+        .collect();
+    let expected: Vec<Vec<Answer>> = maps
+        .iter()
+        .map(|(name, _)| {
+            let world = common::load_world(name, true);
+            let mut scratch = Scratch::new();
+            lines
+                .iter()
+                .map(|l| answer(&world.view(), &mut scratch, &common::parse_query(l)))
+                .collect()
+        })
+        .collect();
+    let body = format!("{{\"queries\":[{}]}}", lines.join(","));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let (base, body, expected, stop) = (
+                server.base.clone(),
+                body.clone(),
+                expected.clone(),
+                Arc::clone(&stop),
+            );
+            std::thread::spawn(move || {
+                let mut last_version = 0u64;
+                let mut seen: Vec<(u64, usize)> = Vec::new();
+                let mut requests = 0;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) && requests < 20_000 {
+                    let (status, reply) = post(&base, "/v1/worlds/arena/trace", &body);
+                    assert_eq!(status, 200, "request failed during a swap: {reply}");
+                    let version = reply["version"].as_u64().expect("version");
+                    assert!(
+                        version >= last_version,
+                        "version went back from {last_version} to {version}"
+                    );
+                    last_version = version;
+                    let got: Vec<Answer> =
+                        serde_json::from_value(reply["results"].clone()).expect("answers");
+                    let map = expected
+                        .iter()
+                        .position(|e| *e == got)
+                        .expect("answers are exactly one map's, never a mix");
+                    seen.push((version, map));
+                    requests += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut versions: Vec<Weak<WorldVersion>> = Vec::new();
+    for swap in 1..=50 {
+        let (_, bytes) = &maps[swap % 2];
+        replace_atomically(dir.path(), "arena.bspq", bytes);
+        wait_for("the swap", || {
+            server
+                .registry
+                .get("arena")
+                .is_some_and(|v| v.version == swap as u64 + 1)
+        });
+        if let Some(v) = server.registry.get("arena") {
+            versions.push(Arc::downgrade(&v));
+        }
+    }
+    // A corrupt replacement leaves the previous version serving.
+    let before = server.registry.get("arena").expect("serving").version;
+    replace_atomically(dir.path(), "arena.bspq", b"BSPQWRLD corrupt");
+    wait_for("the failed load", || {
+        server
+            .registry
+            .slot("arena")
+            .and_then(|s| s.status().last_error)
+            .is_some()
+    });
+    assert_eq!(
+        server.registry.get("arena").expect("still serving").version,
+        before
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut total = 0;
+    for c in clients {
+        let seen = c.join().expect("client thread");
+        total += seen.len();
+        // One version always answers with one map.
+        for (v, m) in &seen {
+            assert!(
+                seen.iter().all(|(v2, m2)| v2 != v || m2 == m),
+                "version {v} answered with two maps"
+            );
+        }
+    }
+    assert!(total > 50, "only {total} requests ran during the swaps");
+    let live = versions.iter().filter(|w| w.upgrade().is_some()).count();
+    assert_eq!(live, 1, "old versions are freed once their readers finish");
+}
+
+#[test]
+fn shutdown_drains_requests_in_flight() {
+    let mut server = TestServer::start(None, Limits::default());
+    let base = server.base.clone();
+    let queries = vec![
+        serde_json::json!({"start":[-600,-600,400],"end":[600,600,-400],"mins":[-15,-15,-24],"maxs":[15,15,32]});
+        60_000
+    ];
+    let body = serde_json::json!({ "queries": queries }).to_string();
+    let inflight = std::thread::spawn(move || post(&base, "/v1/worlds/q3dm6ish/trace", &body));
+    std::thread::sleep(Duration::from_millis(30));
+    server.stop().expect("clean stop");
+    let (status, reply) = inflight.join().expect("client");
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["results"].as_array().map(Vec::len), Some(60_000));
+}
+
+#[test]
+fn the_binary_serves_the_bundled_world_and_exits_cleanly_on_sigterm() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args([
+            "serve",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--worlds",
+            "/nonexistent-bspq-worlds",
+        ])
+        .env_remove("BSPQ_WORLDS")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("server logs").expect("utf-8 log");
+        if let Some(rest) = line.split("HTTP listening addr=").nth(1) {
+            break rest.trim().to_owned();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    let base = format!("http://{addr}");
+    let (status, worlds) = get(&base, "/v1/worlds");
+    assert_eq!(status, 200);
+    assert_eq!(worlds["worlds"][0]["source"], "bundled");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = child.wait().expect("exits");
+    assert!(exit.success(), "exit status {exit}");
+}
