@@ -4,6 +4,7 @@ mod bench;
 mod compile;
 mod conformance;
 mod inspect;
+mod load;
 mod serve;
 mod trace;
 
@@ -27,6 +28,8 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Serve worlds over HTTP/JSON until SIGINT/SIGTERM.
     Serve(serve::ServeArgs),
+    /// Generate load against a running server and print throughput and latency percentiles.
+    Load(load::LoadArgs),
     /// Compile a Quake 3 map into a compiled world file.
     Compile(compile::CompileArgs),
     /// Print what a world holds: counts, bounds, compile time.
@@ -67,6 +70,7 @@ pub fn run() -> ExitCode {
         Command::Trace(args) => trace::run(args),
         Command::Serve(args) => serve::run_serve(args),
         Command::Compile(args) => compile::run(args),
+        Command::Load(args) => load::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
