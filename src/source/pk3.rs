@@ -45,8 +45,14 @@ pub fn read_member_limited(archive: &[u8], name: &str, limit: u64) -> Result<Vec
     if member.size() > limit {
         return Err(SourceError::MemberTooLarge { name: found, limit });
     }
-    // The declared size may lie: cap what we actually inflate as well.
-    let mut out = Vec::with_capacity(member.size() as usize);
+    // The declared sizes may lie: reserve no more than a few times what the
+    // archive could hold (a 4 KiB file claiming 512 MiB reserved all of it),
+    // and cap what we actually inflate as well.
+    let plausible = member
+        .compressed_size()
+        .min(archive.len() as u64)
+        .saturating_mul(4);
+    let mut out = Vec::with_capacity(member.size().min(plausible) as usize);
     let read = member
         .take(limit + 1)
         .read_to_end(&mut out)

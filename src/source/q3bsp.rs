@@ -32,6 +32,9 @@ mod lump {
 const SURFACE_TYPE_PATCH: i32 = 2;
 /// Patch grids larger than this are rejected (the reference caps them at 129 too).
 pub const MAX_PATCH_SIDE: usize = 129;
+/// Largest deviation from unit length accepted in a plane normal (stricter
+/// than the compiled world's validation, which allows 1e-3).
+const MAX_NORMAL_ERROR: f32 = 1e-4;
 
 #[derive(Debug, Clone)]
 pub struct Shader {
@@ -313,6 +316,14 @@ fn load_planes(lumps: &Lumps) -> Result<Vec<Plane>, SourceError> {
             let normal = read_vec3(r, 0);
             let dist = read_f32(r, 12);
             finite("plane", i, &[normal.x, normal.y, normal.z, dist])?;
+            // Compilers write unit normals (within 1e-7); anything else would
+            // compile into a world that the loader's validation rejects.
+            if (normal.length() - 1.0).abs() > MAX_NORMAL_ERROR {
+                return Err(SourceError::BadLump {
+                    lump: lump::PLANES,
+                    reason: format!("plane {i} normal {normal} is not unit length"),
+                });
+            }
             Ok(Plane { normal, dist })
         })
         .collect()
