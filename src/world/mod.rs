@@ -246,3 +246,16 @@ impl World<'_> {
         }
     }
 }
+
+// The file format casts these records in place: their sizes and alignment are part of it.
+const _: () = {
+    use std::mem::{align_of, size_of};
+    assert!(size_of::<BrushSide>() == 8);
+    assert!(size_of::<Leaf>() == 20);
+    assert!(size_of::<Patch>() == 52);
+    assert!(size_of::<PatchPlane>() == 20);
+    assert!(size_of::<Facet>() == 12);
+    assert!(size_of::<FacetBorder>() == 12);
+    assert!(align_of::<Plane>() == 4 && align_of::<Brush>() == 4 && align_of::<Node>() == 4);
+    assert!(align_of::<Leaf>() == 4 && align_of::<Patch>() == 4 && align_of::<FacetBorder>() == 4);
+};
