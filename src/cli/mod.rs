@@ -25,7 +25,7 @@ struct Cli {
 enum Command {
     /// Answer JSON query lines from stdin, one answer line per query on stdout.
     Trace(trace::TraceArgs),
-    /// Serve worlds over HTTP/JSON until SIGINT/SIGTERM.
+    /// Serve worlds over gRPC and HTTP/JSON until SIGINT/SIGTERM.
     Serve(serve::ServeArgs),
     /// Compile a Quake 3 map into a compiled world file.
     Compile(compile::CompileArgs),
