@@ -432,6 +432,8 @@ fn the_binary_serves_the_bundled_world_and_exits_cleanly_on_sigterm() {
             "serve",
             "--http-addr",
             "127.0.0.1:0",
+            "--grpc-addr",
+            "127.0.0.1:0",
             "--worlds",
             "/nonexistent-bspq-worlds",
         ])
