@@ -6,4 +6,5 @@ pub mod v1 {
 }
 
 /// The encoded file descriptor set of `proto/`, served by reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/bspq_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/bspq_descriptor.bin"));

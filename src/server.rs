@@ -7,13 +7,13 @@ use crate::registry::{world_files, Registry};
 use crate::service::Service;
 use crate::transport::grpc::{self, GrpcOptions, GrpcState, COLLISION_SERVICE};
 use crate::transport::http::{router, HttpState};
-use tonic_health::ServingStatus;
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use tonic_health::ServingStatus;
 
 /// A Quake 3 map shipped inside the binary, served when no world is given
 /// (OpenArena's q3dm6ish, GPL-2+, see tests/data/maps/LICENSE.md).
@@ -111,9 +111,7 @@ pub async fn watch_dir(registry: Arc<Registry>, dir: PathBuf, interval: Duration
 /// Sets the health status of the whole server and of the collision service.
 async fn set_health(reporter: &tonic_health::server::HealthReporter, status: ServingStatus) {
     reporter.set_service_status("", status).await;
-    reporter
-        .set_service_status(COLLISION_SERVICE, status)
-        .await;
+    reporter.set_service_status(COLLISION_SERVICE, status).await;
 }
 
 fn health_of(service: &Service) -> ServingStatus {

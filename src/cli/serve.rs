@@ -32,11 +32,19 @@ pub struct ServeArgs {
     #[arg(long, env = "BSPQ_GRPC_KEEPALIVE_SECONDS", default_value_t = 30.0)]
     grpc_keepalive_seconds: f64,
     /// Seconds to wait for a keepalive ping's ack before closing the connection.
-    #[arg(long, env = "BSPQ_GRPC_KEEPALIVE_TIMEOUT_SECONDS", default_value_t = 10.0)]
+    #[arg(
+        long,
+        env = "BSPQ_GRPC_KEEPALIVE_TIMEOUT_SECONDS",
+        default_value_t = 10.0
+    )]
     grpc_keepalive_timeout_seconds: f64,
     /// Seconds after which a gRPC connection is closed gracefully so clients
     /// rebalance (0: never).
-    #[arg(long, env = "BSPQ_GRPC_MAX_CONNECTION_AGE_SECONDS", default_value_t = 3600.0)]
+    #[arg(
+        long,
+        env = "BSPQ_GRPC_MAX_CONNECTION_AGE_SECONDS",
+        default_value_t = 3600.0
+    )]
     grpc_max_connection_age_seconds: f64,
     /// Bearer token for admin routes (upload, unload); admin is off without it.
     #[arg(long, env = "BSPQ_ADMIN_TOKEN", hide_env_values = true)]
@@ -135,7 +143,15 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", args.grpc_addr))?;
         tracing::info!(addr = %grpc.local_addr()?, "gRPC listening");
-        run(service, metrics, options, http, Some(grpc), shutdown_signal()).await
+        run(
+            service,
+            metrics,
+            options,
+            http,
+            Some(grpc),
+            shutdown_signal(),
+        )
+        .await
     })?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)

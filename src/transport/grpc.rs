@@ -244,7 +244,9 @@ impl GrpcState {
 
     fn count(&self, world: &str, kind: &str, queries: usize) {
         let m = &self.metrics;
-        m.requests.with_label_values(&[world, kind, TRANSPORT]).inc();
+        m.requests
+            .with_label_values(&[world, kind, TRANSPORT])
+            .inc();
         m.queries
             .with_label_values(&[world, kind, TRANSPORT])
             .inc_by(queries as u64);
@@ -290,7 +292,10 @@ impl Collision for GrpcCollision {
         &self,
         request: Request<pb::TraceRequest>,
     ) -> Result<Response<pb::TraceResponse>, Status> {
-        self.0.trace_batch(request.into_inner()).await.map(Response::new)
+        self.0
+            .trace_batch(request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     type TraceStreamStream = BoxStream<pb::TraceResponse>;
@@ -493,7 +498,9 @@ pub const COLLISION_SERVICE: &str = "bspq.v1.Collision";
 pub async fn serve(
     state: GrpcState,
     options: GrpcOptions,
-    health: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+    health: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
+    >,
     listener: tokio::net::TcpListener,
 ) -> anyhow::Result<()> {
     let limits = &state.service.limits;
@@ -570,7 +577,10 @@ mod tests {
             trace_lines(&r, 10).expect_err("rejected").statuses().1
         };
         use crate::service::grpc_code::*;
-        assert_eq!(bad(&|r| r.starts.pop().map(drop).unwrap_or(())), INVALID_ARGUMENT);
+        assert_eq!(
+            bad(&|r| r.starts.pop().map(drop).unwrap_or(())),
+            INVALID_ARGUMENT
+        );
         assert_eq!(bad(&|r| r.ends.truncate(3)), INVALID_ARGUMENT);
         assert_eq!(bad(&|r| r.masks = vec![1]), INVALID_ARGUMENT);
         assert!(trace_lines(&req, 1).is_err());
