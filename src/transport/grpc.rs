@@ -66,7 +66,7 @@ fn malformed(message: String) -> ServiceError {
 
 /// Number of xyz triples in a packed array.
 fn triples(field: &str, values: &[f32]) -> Result<usize, ServiceError> {
-    if values.len() % 3 != 0 {
+    if !values.len().is_multiple_of(3) {
         return Err(malformed(format!(
             "`{field}` holds {} floats, not a multiple of 3 (x,y,z per query)",
             values.len()
