@@ -9,6 +9,7 @@ pub mod conformance;
 pub mod contents;
 pub mod math;
 pub mod metrics;
+pub mod proto;
 pub mod query;
 pub mod registry;
 pub mod server;

@@ -5,6 +5,7 @@
 use crate::metrics::Metrics;
 use crate::registry::{world_files, Registry};
 use crate::service::Service;
+use crate::transport::grpc::{self, GrpcOptions, GrpcState, COLLISION_SERVICE};
 use crate::transport::http::{router, HttpState};
 use std::collections::HashMap;
 use std::future::Future;
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use tonic_health::ServingStatus;
 
 /// A Quake 3 map shipped inside the binary, served when no world is given
 /// (OpenArena's q3dm6ish, GPL-2+, see tests/data/maps/LICENSE.md).
@@ -27,6 +29,8 @@ pub struct ServerOptions {
     pub rescan_interval: Duration,
     /// How long in-flight requests may take to finish after shutdown starts.
     pub drain_timeout: Duration,
+    /// gRPC connection settings.
+    pub grpc: GrpcOptions,
 }
 
 impl Default for ServerOptions {
@@ -35,6 +39,7 @@ impl Default for ServerOptions {
             worlds_dir: None,
             rescan_interval: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(10),
+            grpc: GrpcOptions::default(),
         }
     }
 }
@@ -103,18 +108,34 @@ pub async fn watch_dir(registry: Arc<Registry>, dir: PathBuf, interval: Duration
     }
 }
 
-/// Serves HTTP on `http` until `shutdown` resolves, then drains.
+/// Sets the health status of the whole server and of the collision service.
+async fn set_health(reporter: &tonic_health::server::HealthReporter, status: ServingStatus) {
+    reporter.set_service_status("", status).await;
+    reporter.set_service_status(COLLISION_SERVICE, status).await;
+}
+
+fn health_of(service: &Service) -> ServingStatus {
+    if service.registry.any_loaded() {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
+    }
+}
+
+/// Serves HTTP on `http` (and gRPC on `grpc` when given) until `shutdown`
+/// resolves, then drains both.
 pub async fn run(
     service: Arc<Service>,
     metrics: Arc<Metrics>,
     options: ServerOptions,
     http: tokio::net::TcpListener,
+    grpc: Option<tokio::net::TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let draining = Arc::new(AtomicBool::new(false));
     let state = HttpState {
         service: Arc::clone(&service),
-        metrics,
+        metrics: Arc::clone(&metrics),
         draining: Arc::clone(&draining),
     };
     let watcher = options
@@ -130,26 +151,79 @@ pub async fn run(
         });
     let app = router(state);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+
+    // gRPC health: SERVING while a world is loaded, NOT_SERVING otherwise
+    // and from the moment shutdown starts.
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    set_health(&reporter, health_of(&service)).await;
+    let health_watch = {
+        let reporter = reporter.clone();
+        let service = Arc::clone(&service);
+        let draining = Arc::clone(&draining);
+        let mut events = service.registry.subscribe();
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if draining.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        set_health(&reporter, health_of(&service)).await;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        })
+    };
+
     let drain_flag = Arc::clone(&draining);
+    let shutdown_reporter = reporter.clone();
+    let shutdown_health_watch = health_watch.abort_handle();
     tokio::spawn(async move {
         shutdown.await;
         drain_flag.store(true, Ordering::SeqCst);
         tracing::info!("shutting down: draining in-flight requests");
+        shutdown_health_watch.abort();
+        set_health(&shutdown_reporter, ServingStatus::NotServing).await;
+        // Ends open health Watch streams (after they deliver NOT_SERVING) so
+        // they do not hold the drain open.
+        let mut reporter = shutdown_reporter;
+        reporter.clear_service_status("").await;
+        reporter.clear_service_status(COLLISION_SERVICE).await;
         let _ = stop_tx.send(true);
     });
     let mut stop_for_server = stop_rx.clone();
-    let server = axum::serve(http, app).with_graceful_shutdown(async move {
-        let _ = stop_for_server.wait_for(|s| *s).await;
-    });
-    let mut stop_for_timeout = stop_rx;
+    let http_server = async move {
+        axum::serve(http, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_for_server.wait_for(|s| *s).await;
+            })
+            .await
+            .map_err(anyhow::Error::from)
+    };
+    let grpc_server = async {
+        match grpc {
+            Some(listener) => {
+                let state = GrpcState {
+                    service: Arc::clone(&service),
+                    metrics: Arc::clone(&metrics),
+                    stop: stop_rx.clone(),
+                };
+                grpc::serve(state, options.grpc.clone(), health_service, listener).await
+            }
+            None => Ok(()),
+        }
+    };
+    let mut stop_for_timeout = stop_rx.clone();
     let drain_timeout = options.drain_timeout;
     tokio::select! {
-        result = server => result?,
+        result = async { tokio::try_join!(http_server, grpc_server) } => { result?; }
         _ = async move {
             let _ = stop_for_timeout.wait_for(|s| *s).await;
             tokio::time::sleep(drain_timeout).await;
         } => tracing::warn!("drain timeout reached; exiting with requests still running"),
     }
+    health_watch.abort();
     if let Some(w) = watcher {
         w.abort();
     }

@@ -31,6 +31,7 @@ impl TestServer {
             worlds_dir,
             rescan_interval: Duration::from_millis(20),
             drain_timeout: Duration::from_secs(20),
+            ..Default::default()
         };
         let registry = Arc::new(Registry::new(CompileOptions::default()));
         load_initial_worlds(&registry, &options).expect("initial worlds");
@@ -50,7 +51,7 @@ impl TestServer {
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
                 addr_tx.send(listener.local_addr()?)?;
-                run(service, metrics, options, listener, async move {
+                run(service, metrics, options, listener, None, async move {
                     let _ = stop_rx.await;
                 })
                 .await
@@ -430,6 +431,8 @@ fn the_binary_serves_the_bundled_world_and_exits_cleanly_on_sigterm() {
         .args([
             "serve",
             "--http-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
             "127.0.0.1:0",
             "--worlds",
             "/nonexistent-bspq-worlds",

@@ -26,7 +26,7 @@ struct Cli {
 enum Command {
     /// Answer JSON query lines from stdin, one answer line per query on stdout.
     Trace(trace::TraceArgs),
-    /// Serve worlds over HTTP/JSON until SIGINT/SIGTERM.
+    /// Serve worlds over gRPC and HTTP/JSON until SIGINT/SIGTERM.
     Serve(serve::ServeArgs),
     /// Generate load against a running server and print throughput and latency percentiles.
     Load(load::LoadArgs),

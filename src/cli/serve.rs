@@ -1,4 +1,4 @@
-//! `bspq serve`: load worlds and answer queries over HTTP (gRPC to follow).
+//! `bspq serve`: load worlds and answer queries over gRPC and HTTP/JSON.
 
 use anyhow::Context;
 use bspq::compile::CompileOptions;
@@ -6,6 +6,7 @@ use bspq::metrics::Metrics;
 use bspq::registry::Registry;
 use bspq::server::{load_initial_worlds, run, ServerOptions};
 use bspq::service::{Limits, Service};
+use bspq::transport::grpc::GrpcOptions;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,10 +22,30 @@ pub struct ServeArgs {
     /// HTTP/JSON listen address.
     #[arg(long, env = "BSPQ_HTTP_ADDR", default_value = "127.0.0.1:8080")]
     http_addr: String,
-    /// gRPC listen address (the gRPC transport is not built yet; accepted for
-    /// forward compatibility and ignored with a warning).
+    /// gRPC listen address.
     #[arg(long, env = "BSPQ_GRPC_ADDR", default_value = "127.0.0.1:50051")]
     grpc_addr: String,
+    /// Most gRPC requests (streams) served at once on one connection.
+    #[arg(long, env = "BSPQ_GRPC_CONCURRENCY", default_value_t = 64)]
+    grpc_concurrency: usize,
+    /// Seconds between HTTP/2 keepalive pings on gRPC connections.
+    #[arg(long, env = "BSPQ_GRPC_KEEPALIVE_SECONDS", default_value_t = 30.0)]
+    grpc_keepalive_seconds: f64,
+    /// Seconds to wait for a keepalive ping's ack before closing the connection.
+    #[arg(
+        long,
+        env = "BSPQ_GRPC_KEEPALIVE_TIMEOUT_SECONDS",
+        default_value_t = 10.0
+    )]
+    grpc_keepalive_timeout_seconds: f64,
+    /// Seconds after which a gRPC connection is closed gracefully so clients
+    /// rebalance (0: never).
+    #[arg(
+        long,
+        env = "BSPQ_GRPC_MAX_CONNECTION_AGE_SECONDS",
+        default_value_t = 3600.0
+    )]
+    grpc_max_connection_age_seconds: f64,
     /// Bearer token for admin routes (upload, unload); admin is off without it.
     #[arg(long, env = "BSPQ_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
@@ -80,6 +101,22 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         worlds_dir: args.worlds.clone(),
         rescan_interval: seconds("rescan-seconds", args.rescan_seconds)?,
         drain_timeout: seconds("drain-seconds", args.drain_seconds)?,
+        grpc: GrpcOptions {
+            concurrency_per_connection: args.grpc_concurrency.max(1),
+            keepalive_interval: seconds("grpc-keepalive-seconds", args.grpc_keepalive_seconds)?,
+            keepalive_timeout: seconds(
+                "grpc-keepalive-timeout-seconds",
+                args.grpc_keepalive_timeout_seconds,
+            )?,
+            max_connection_age: if args.grpc_max_connection_age_seconds == 0.0 {
+                None
+            } else {
+                Some(seconds(
+                    "grpc-max-connection-age-seconds",
+                    args.grpc_max_connection_age_seconds,
+                )?)
+            },
+        },
     };
     let limits = Limits {
         max_queries_per_request: args.max_queries.max(1),
@@ -102,8 +139,19 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", args.http_addr))?;
         tracing::info!(addr = %http.local_addr()?, "HTTP listening");
-        tracing::warn!(addr = %args.grpc_addr, "gRPC transport not built yet; not listening");
-        run(service, metrics, options, http, shutdown_signal()).await
+        let grpc = tokio::net::TcpListener::bind(&args.grpc_addr)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.grpc_addr))?;
+        tracing::info!(addr = %grpc.local_addr()?, "gRPC listening");
+        run(
+            service,
+            metrics,
+            options,
+            http,
+            Some(grpc),
+            shutdown_signal(),
+        )
+        .await
     })?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)

@@ -1,9 +1,13 @@
-//! `bspq trace`: JSON query lines in, answer lines out.
+//! `bspq trace`: JSON query lines in, answer lines out — answered by the
+//! kernel in process, or by a server over gRPC with `--server URL`.
 
 use super::WorldArgs;
-use bspq::query::{answer, error_json, QueryLine};
+use anyhow::Context;
+use bspq::proto::v1 as pb;
+use bspq::query::{answer, error_json, Answer, PointAnswer, Query, QueryLine, TraceAnswer};
 use bspq::trace::Scratch;
 use clap::Args;
+use std::collections::HashMap;
 use std::io::{BufRead, BufWriter, Write};
 use std::process::ExitCode;
 
@@ -11,9 +15,19 @@ use std::process::ExitCode;
 pub struct TraceArgs {
     #[command(flatten)]
     world: WorldArgs,
+    /// Ask a bspq server over gRPC (e.g. http://127.0.0.1:50051) instead of
+    /// loading the world: `--world` then names a world the server serves.
+    #[arg(long, env = "BSPQ_SERVER")]
+    server: Option<String>,
+    /// Lines sent per round of gRPC calls with `--server`.
+    #[arg(long, default_value_t = 1024)]
+    batch: usize,
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
+    if let Some(server) = &args.server {
+        return run_remote(server, &args.world.world, args.batch.max(1));
+    }
     let loaded = args.world.open()?;
     let world = loaded.view();
     let mut scratch = Scratch::new();
@@ -40,4 +54,181 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// One input line of a chunk: its answer (or error line) once known.
+enum Slot {
+    Done(String),
+    Pending,
+}
+
+/// Lines are read in chunks of `batch`; each is validated locally (so bad
+/// lines get the same error lines as offline). In a chunk, traces that share
+/// a box are sent as one `Trace` call with that box as the batch shape and
+/// per-query masks; points go in one `PointContents` call. Answers are
+/// printed in input order.
+fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start runtime")?;
+    runtime.block_on(async {
+        let channel = tonic::transport::Endpoint::from_shared(server.to_owned())
+            .with_context(|| format!("bad server URL {server:?}"))?
+            .connect()
+            .await
+            .with_context(|| format!("cannot connect to {server}"))?;
+        let mut client = pb::collision_client::CollisionClient::new(channel)
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
+        let stdin = std::io::stdin().lock();
+        let mut out = BufWriter::new(std::io::stdout().lock());
+        let mut failed = 0usize;
+        let mut chunk: Vec<(usize, String)> = Vec::with_capacity(batch);
+        let mut lines = stdin.lines().enumerate();
+        loop {
+            chunk.clear();
+            for (index, line) in lines.by_ref() {
+                let line = line?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                chunk.push((index, line));
+                if chunk.len() == batch {
+                    break;
+                }
+            }
+            if chunk.is_empty() {
+                break;
+            }
+            for answer in answer_chunk(&mut client, world, &chunk, &mut failed).await? {
+                writeln!(out, "{answer}")?;
+            }
+        }
+        out.flush()?;
+        Ok(if failed == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
+    })
+}
+
+type Client = pb::collision_client::CollisionClient<tonic::transport::Channel>;
+
+fn status_error(status: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("server answered {:?}: {}", status.code(), status.message())
+}
+
+async fn answer_chunk(
+    client: &mut Client,
+    world: &str,
+    chunk: &[(usize, String)],
+    failed: &mut usize,
+) -> anyhow::Result<Vec<String>> {
+    let mut slots = Vec::with_capacity(chunk.len());
+    // Box (as bits) -> (box, positions in the chunk, request).
+    let mut groups: HashMap<[u32; 6], (Vec<usize>, pb::TraceRequest)> = HashMap::new();
+    let mut points = pb::PointContentsRequest {
+        world: world.to_owned(),
+        points: Vec::new(),
+    };
+    let mut point_slots = Vec::new();
+    for (pos, (index, line)) in chunk.iter().enumerate() {
+        match QueryLine::parse(line).and_then(|q| q.validate()) {
+            Err(err) => {
+                *failed += 1;
+                eprintln!("bspq: line {}: {err}", index + 1);
+                slots.push(Slot::Done(error_json(&err, *index)));
+            }
+            Ok(Query::Point(p)) => {
+                points.points.extend_from_slice(&p.to_array());
+                point_slots.push(pos);
+                slots.push(Slot::Pending);
+            }
+            Ok(Query::Trace(q)) => {
+                let (mins, maxs) = (q.mins.to_array(), q.maxs.to_array());
+                let key = [mins, maxs].concat();
+                let key: [u32; 6] = std::array::from_fn(|i| key[i].to_bits());
+                let (positions, req) = groups.entry(key).or_insert_with(|| {
+                    let shape = (mins != [0.0; 3] || maxs != [0.0; 3]).then(|| pb::Box {
+                        mins: Some(pb::Vec3 {
+                            x: mins[0],
+                            y: mins[1],
+                            z: mins[2],
+                        }),
+                        maxs: Some(pb::Vec3 {
+                            x: maxs[0],
+                            y: maxs[1],
+                            z: maxs[2],
+                        }),
+                    });
+                    (
+                        Vec::new(),
+                        pb::TraceRequest {
+                            world: world.to_owned(),
+                            shape,
+                            ..Default::default()
+                        },
+                    )
+                });
+                positions.push(pos);
+                req.starts.extend_from_slice(&q.start.to_array());
+                req.ends.extend_from_slice(&q.end.to_array());
+                req.masks.push(q.mask);
+                slots.push(Slot::Pending);
+            }
+        }
+    }
+    if !point_slots.is_empty() {
+        let r = client
+            .point_contents(points)
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        anyhow::ensure!(
+            r.contents.len() == point_slots.len(),
+            "server answered {} points for {}",
+            r.contents.len(),
+            point_slots.len()
+        );
+        for (pos, contents) in point_slots.iter().zip(r.contents) {
+            slots[*pos] = Slot::Done(Answer::Point(PointAnswer { contents }).to_json());
+        }
+    }
+    for (positions, req) in groups.into_values() {
+        let r = client.trace(req).await.map_err(status_error)?.into_inner();
+        let n = positions.len();
+        anyhow::ensure!(
+            r.fractions.len() == n
+                && r.endpos.len() == 3 * n
+                && r.normals.len() == 3 * n
+                && r.dists.len() == n
+                && r.flags.len() == n
+                && r.contents.len() == n
+                && r.surface_flags.len() == n,
+            "server answered packed arrays of the wrong lengths for {n} traces"
+        );
+        for (i, pos) in positions.iter().enumerate() {
+            let v = |a: &[f32]| [a[3 * i], a[3 * i + 1], a[3 * i + 2]];
+            let t = TraceAnswer {
+                fraction: r.fractions[i],
+                endpos: v(&r.endpos),
+                normal: v(&r.normals),
+                dist: r.dists[i],
+                startsolid: r.flags[i] & pb::TraceFlag::Startsolid as u32 != 0,
+                allsolid: r.flags[i] & pb::TraceFlag::Allsolid as u32 != 0,
+                contents: r.contents[i],
+                surface_flags: r.surface_flags[i],
+            };
+            slots[*pos] = Slot::Done(Answer::Trace(t).to_json());
+        }
+    }
+    slots
+        .into_iter()
+        .map(|s| match s {
+            Slot::Done(line) => Ok(line),
+            Slot::Pending => Err(anyhow::anyhow!("a query got no answer")),
+        })
+        .collect()
 }

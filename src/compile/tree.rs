@@ -41,7 +41,7 @@ impl PlaneCanon {
         // Only the source's planes come in pairs; planes added by the
         // compiler (bevels) are never splitters and need no twin.
         let n = source.len().min(world.planes.len());
-        let paired = n % 2 == 0
+        let paired = n.is_multiple_of(2)
             && (0..n / 2).all(|k| {
                 let (a, b) = (&source[2 * k], &source[2 * k + 1]);
                 a.normal == -b.normal && a.dist == -b.dist

@@ -462,7 +462,7 @@ const DRAW_VERT_SIZE: usize = 44;
 
 fn load_patches(lumps: &Lumps, world: &Model, shaders: usize) -> Result<Vec<Patch>, SourceError> {
     let verts = lumps.raw(lump::DRAW_VERTS);
-    if verts.len() % DRAW_VERT_SIZE != 0 {
+    if !verts.len().is_multiple_of(DRAW_VERT_SIZE) {
         return Err(SourceError::BadLump {
             lump: lump::DRAW_VERTS,
             reason: format!(

@@ -275,7 +275,7 @@ pub fn parse_layout(bytes: &[u8], verify_checksum: bool) -> Result<Layout, Forma
                 kind.name()
             )));
         }
-        if offset as usize % SECTION_ALIGN != 0 {
+        if !(offset as usize).is_multiple_of(SECTION_ALIGN) {
             return Err(bad(format!(
                 "{} offset {offset} is not {SECTION_ALIGN}-aligned",
                 kind.name()

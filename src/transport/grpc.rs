@@ -1,0 +1,594 @@
+//! gRPC transport (tonic): thin adapters over [`Service`]. Packed arrays are
+//! turned into [`QueryLine`]s and validated by the same core as HTTP; errors
+//! map through [`ServiceError::statuses`], with the JSON error body of SPEC §5
+//! as the status message.
+
+use crate::metrics::Metrics;
+use crate::proto::v1 as pb;
+use crate::query::{Answer, QueryLine};
+use crate::registry::WorldEvent;
+use crate::service::{BatchAnswer, Service, ServiceError, WorldDescription};
+use pb::admin_server::{Admin, AdminServer};
+use pb::collision_server::{Collision, CollisionServer};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::Stream;
+use tonic::{Code, Request, Response, Status, Streaming};
+
+const TRANSPORT: &str = "grpc";
+
+/// Connection-level settings of the gRPC server.
+#[derive(Debug, Clone)]
+pub struct GrpcOptions {
+    /// Requests (streams) served at once on one connection.
+    pub concurrency_per_connection: usize,
+    /// HTTP/2 keepalive ping interval and how long to wait for the ack.
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+    /// Connections are closed (GOAWAY, then a grace period) after this age,
+    /// so clients rebalance; `None` keeps them open.
+    pub max_connection_age: Option<Duration>,
+}
+
+impl Default for GrpcOptions {
+    fn default() -> Self {
+        Self {
+            concurrency_per_connection: 64,
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
+            max_connection_age: Some(Duration::from_secs(3600)),
+        }
+    }
+}
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct GrpcState {
+    pub service: Arc<Service>,
+    pub metrics: Arc<Metrics>,
+    /// Turns true when shutdown starts: open streams end.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// A [`ServiceError`] as a gRPC status: the code from the one table, the
+/// JSON error body as the message.
+pub fn status(e: &ServiceError) -> Status {
+    let (_, code) = e.statuses();
+    Status::new(Code::from(code), e.to_json().to_string())
+}
+
+fn malformed(message: String) -> ServiceError {
+    ServiceError::Malformed(message)
+}
+
+/// Number of xyz triples in a packed array.
+fn triples(field: &str, values: &[f32]) -> Result<usize, ServiceError> {
+    if !values.len().is_multiple_of(3) {
+        return Err(malformed(format!(
+            "`{field}` holds {} floats, not a multiple of 3 (x,y,z per query)",
+            values.len()
+        )));
+    }
+    Ok(values.len() / 3)
+}
+
+fn xyz(values: &[f32], i: usize) -> [f64; 3] {
+    [
+        values[3 * i] as f64,
+        values[3 * i + 1] as f64,
+        values[3 * i + 2] as f64,
+    ]
+}
+
+fn vec3(v: &Option<pb::Vec3>) -> [f64; 3] {
+    v.as_ref()
+        .map_or([0.0; 3], |v| [v.x as f64, v.y as f64, v.z as f64])
+}
+
+/// A packed trace batch as query lines (validated later by the core).
+pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine>, ServiceError> {
+    let n = triples("starts", &req.starts)?;
+    let ends = triples("ends", &req.ends)?;
+    if n != ends {
+        return Err(malformed(format!(
+            "`starts` holds {n} queries but `ends` holds {ends}"
+        )));
+    }
+    if !req.masks.is_empty() && req.masks.len() != n {
+        return Err(malformed(format!(
+            "`masks` holds {} values for {n} queries (send none or one per query)",
+            req.masks.len()
+        )));
+    }
+    if n > limit {
+        return Err(ServiceError::TooManyQueries { count: n, limit });
+    }
+    let (mins, maxs) = match &req.shape {
+        Some(shape) => (Some(vec3(&shape.mins)), Some(vec3(&shape.maxs))),
+        None => (None, None),
+    };
+    Ok((0..n)
+        .map(|i| QueryLine {
+            start: Some(xyz(&req.starts, i)),
+            end: Some(xyz(&req.ends, i)),
+            mins,
+            maxs,
+            mask: req.masks.get(i).copied().or(req.mask),
+            point: None,
+        })
+        .collect())
+}
+
+/// Packed points.
+pub fn points(req: &pb::PointContentsRequest, limit: usize) -> Result<Vec<[f64; 3]>, ServiceError> {
+    let n = triples("points", &req.points)?;
+    if n > limit {
+        return Err(ServiceError::TooManyQueries { count: n, limit });
+    }
+    Ok((0..n).map(|i| xyz(&req.points, i)).collect())
+}
+
+/// Answers as packed arrays.
+pub fn trace_response(answer: BatchAnswer, sequence: u64) -> pb::TraceResponse {
+    let n = answer.results.len();
+    let mut r = pb::TraceResponse {
+        world: answer.world,
+        version: answer.version,
+        sequence,
+        fractions: Vec::with_capacity(n),
+        endpos: Vec::with_capacity(3 * n),
+        normals: Vec::with_capacity(3 * n),
+        dists: Vec::with_capacity(n),
+        flags: Vec::with_capacity(n),
+        contents: Vec::with_capacity(n),
+        surface_flags: Vec::with_capacity(n),
+    };
+    for a in &answer.results {
+        // Trace lines always get trace answers; a point answer cannot occur.
+        let Answer::Trace(t) = a else { continue };
+        r.fractions.push(t.fraction);
+        r.endpos.extend_from_slice(&t.endpos);
+        r.normals.extend_from_slice(&t.normal);
+        r.dists.push(t.dist);
+        r.flags.push(
+            if t.startsolid {
+                pb::TraceFlag::Startsolid as u32
+            } else {
+                0
+            } | if t.allsolid {
+                pb::TraceFlag::Allsolid as u32
+            } else {
+                0
+            },
+        );
+        r.contents.push(t.contents);
+        r.surface_flags.push(t.surface_flags);
+    }
+    r
+}
+
+fn pb_vec3(v: [f32; 3]) -> Option<pb::Vec3> {
+    Some(pb::Vec3 {
+        x: v[0],
+        y: v[1],
+        z: v[2],
+    })
+}
+
+pub fn world_info(d: WorldDescription) -> pb::WorldInfo {
+    pb::WorldInfo {
+        name: d.name,
+        version: d.version,
+        source: d.source.unwrap_or_default(),
+        loaded_at: d.loaded_at.unwrap_or_default(),
+        bounds: d.bounds.map(|b| pb::Box {
+            mins: pb_vec3(b.mins),
+            maxs: pb_vec3(b.maxs),
+        }),
+        curves: d.curves.unwrap_or(false),
+        hulls: d.hulls,
+        status: d.status.to_owned(),
+        last_error: d.last_error.unwrap_or_default(),
+        failed_loads: d.failed_loads,
+        source_name: d.source_name.unwrap_or_default(),
+        source_hash: d.source_hash.unwrap_or_default(),
+        counts: d.counts.map(|c| pb::WorldCounts {
+            brushes: c.brushes as u64,
+            patches: c.patches as u64,
+            nodes: c.nodes as u64,
+            leaves: c.leaves as u64,
+            bytes: c.bytes as u64,
+        }),
+    }
+}
+
+fn event(e: WorldEvent) -> pb::WorldVersionEvent {
+    pb::WorldVersionEvent {
+        name: e.name,
+        version: e.version,
+        error: e.error.unwrap_or_default(),
+    }
+}
+
+impl GrpcState {
+    /// Runs CPU-heavy work on the blocking pool, counting it in the metrics.
+    async fn run_blocking<T: Send + 'static>(
+        &self,
+        kind: &'static str,
+        work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
+    ) -> Result<T, Status> {
+        let started = Instant::now();
+        self.metrics.in_flight.inc();
+        let service = Arc::clone(&self.service);
+        let result = tokio::task::spawn_blocking(move || work(&service))
+            .await
+            .unwrap_or_else(|e| Err(ServiceError::Internal(format!("worker failed: {e}"))));
+        self.metrics.in_flight.dec();
+        self.metrics
+            .latency
+            .with_label_values(&[kind, TRANSPORT])
+            .observe(started.elapsed().as_secs_f64());
+        result.map_err(|e| self.rejected(&e))
+    }
+
+    fn rejected(&self, e: &ServiceError) -> Status {
+        self.metrics
+            .request_errors
+            .with_label_values(&[e.code(), TRANSPORT])
+            .inc();
+        status(e)
+    }
+
+    fn count(&self, world: &str, kind: &str, queries: usize) {
+        let m = &self.metrics;
+        m.requests
+            .with_label_values(&[world, kind, TRANSPORT])
+            .inc();
+        m.queries
+            .with_label_values(&[world, kind, TRANSPORT])
+            .inc_by(queries as u64);
+        m.batch_size
+            .with_label_values(&[kind, TRANSPORT])
+            .observe(queries as f64);
+    }
+
+    async fn trace_batch(&self, req: pb::TraceRequest) -> Result<pb::TraceResponse, Status> {
+        let lines = trace_lines(&req, self.service.limits.max_queries_per_request)
+            .map_err(|e| self.rejected(&e))?;
+        let count = lines.len();
+        let world = req.world;
+        let name = world.clone();
+        let answer = self
+            .run_blocking("trace", move |s| s.trace(&name, &lines))
+            .await?;
+        self.count(&world, "trace", count);
+        Ok(trace_response(answer, req.sequence))
+    }
+
+    fn bearer<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let token = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        self.service
+            .check_admin(token)
+            .map_err(|e| self.rejected(&e))
+    }
+}
+
+type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// The `Collision` service.
+#[derive(Debug, Clone)]
+pub struct GrpcCollision(pub GrpcState);
+
+#[tonic::async_trait]
+impl Collision for GrpcCollision {
+    async fn trace(
+        &self,
+        request: Request<pb::TraceRequest>,
+    ) -> Result<Response<pb::TraceResponse>, Status> {
+        self.0
+            .trace_batch(request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    type TraceStreamStream = BoxStream<pb::TraceResponse>;
+
+    async fn trace_stream(
+        &self,
+        request: Request<Streaming<pb::TraceRequest>>,
+    ) -> Result<Response<Self::TraceStreamStream>, Status> {
+        let mut inbound = request.into_inner();
+        let state = self.0.clone();
+        let (tx, rx) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut stop = state.stop.clone();
+            loop {
+                // One batch at a time: answers leave in request order. New
+                // batches are not taken once shutdown starts.
+                let next = tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => break,
+                    next = inbound.message() => next,
+                };
+                match next {
+                    Ok(Some(batch)) => {
+                        let answer = state.trace_batch(batch).await;
+                        let failed = answer.is_err();
+                        if tx.send(answer).await.is_err() || failed {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(status) => {
+                        let _ = tx.send(Err(status)).await;
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn point_contents(
+        &self,
+        request: Request<pb::PointContentsRequest>,
+    ) -> Result<Response<pb::PointContentsResponse>, Status> {
+        let state = &self.0;
+        let req = request.into_inner();
+        let pts = points(&req, state.service.limits.max_queries_per_request)
+            .map_err(|e| state.rejected(&e))?;
+        let count = pts.len();
+        let name = req.world.clone();
+        let answer = state
+            .run_blocking("contents", move |s| s.contents(&name, &pts))
+            .await?;
+        state.count(&req.world, "contents", count);
+        let contents = answer
+            .results
+            .iter()
+            .map(|a| match a {
+                Answer::Point(p) => p.contents,
+                Answer::Trace(t) => t.contents,
+            })
+            .collect();
+        Ok(Response::new(pb::PointContentsResponse {
+            world: answer.world,
+            version: answer.version,
+            contents,
+        }))
+    }
+
+    async fn list_worlds(
+        &self,
+        _request: Request<pb::ListWorldsRequest>,
+    ) -> Result<Response<pb::ListWorldsResponse>, Status> {
+        let worlds = self
+            .0
+            .service
+            .describe_all()
+            .into_iter()
+            .map(world_info)
+            .collect();
+        Ok(Response::new(pb::ListWorldsResponse { worlds }))
+    }
+
+    async fn get_world(
+        &self,
+        request: Request<pb::GetWorldRequest>,
+    ) -> Result<Response<pb::WorldInfo>, Status> {
+        let d = self
+            .0
+            .service
+            .describe(&request.get_ref().name)
+            .map_err(|e| self.0.rejected(&e))?;
+        Ok(Response::new(world_info(d)))
+    }
+
+    type WatchWorldsStream = BoxStream<pb::WorldVersionEvent>;
+
+    async fn watch_worlds(
+        &self,
+        _request: Request<pb::WatchWorldsRequest>,
+    ) -> Result<Response<Self::WatchWorldsStream>, Status> {
+        let service = Arc::clone(&self.0.service);
+        // Subscribe before the snapshot so no change falls in between.
+        let mut events = service.registry.subscribe();
+        let mut stop = self.0.stop.clone();
+        let (tx, rx) = mpsc::channel(64);
+        let snapshot = move |service: &Service| -> Vec<pb::WorldVersionEvent> {
+            service
+                .describe_all()
+                .into_iter()
+                .map(|d| pb::WorldVersionEvent {
+                    name: d.name,
+                    version: d.version,
+                    error: d.last_error.unwrap_or_default(),
+                })
+                .collect()
+        };
+        tokio::spawn(async move {
+            for e in snapshot(&service) {
+                if tx.send(Ok(e)).await.is_err() {
+                    return;
+                }
+            }
+            loop {
+                let batch = tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => return,
+                    _ = tx.closed() => return,
+                    received = events.recv() => match received {
+                        Ok(e) => vec![event(e)],
+                        // Missed changes: send every current version again.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => snapshot(&service),
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                };
+                for e in batch {
+                    if tx.send(Ok(e)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+/// The token-protected `Admin` service.
+#[derive(Debug, Clone)]
+pub struct GrpcAdmin(pub GrpcState);
+
+#[tonic::async_trait]
+impl Admin for GrpcAdmin {
+    async fn load_world(
+        &self,
+        request: Request<pb::LoadWorldRequest>,
+    ) -> Result<Response<pb::LoadWorldResponse>, Status> {
+        let state = &self.0;
+        state.bearer(&request)?;
+        let req = request.into_inner();
+        let world = req.name.clone();
+        let (name, data) = (req.name, req.data);
+        let version = state
+            .run_blocking("admin", move |s| s.upload(&name, &data))
+            .await;
+        if version.is_err() {
+            state
+                .metrics
+                .load_failures
+                .with_label_values(&[&world])
+                .inc();
+        }
+        Ok(Response::new(pb::LoadWorldResponse {
+            world,
+            version: version?,
+        }))
+    }
+
+    async fn unload_world(
+        &self,
+        request: Request<pb::UnloadWorldRequest>,
+    ) -> Result<Response<pb::UnloadWorldResponse>, Status> {
+        let state = &self.0;
+        state.bearer(&request)?;
+        let name = request.into_inner().name;
+        state
+            .service
+            .unload(&name)
+            .map_err(|e| state.rejected(&e))?;
+        Ok(Response::new(pb::UnloadWorldResponse {
+            world: name,
+            unloaded: true,
+        }))
+    }
+}
+
+/// The service name health checking reports for the collision service.
+pub const COLLISION_SERVICE: &str = "bspq.v1.Collision";
+
+/// Serves gRPC on `listener` until `stop` turns true (then drains).
+pub async fn serve(
+    state: GrpcState,
+    options: GrpcOptions,
+    health: tonic_health::pb::health_server::HealthServer<
+        impl tonic_health::pb::health_server::Health,
+    >,
+    listener: tokio::net::TcpListener,
+) -> anyhow::Result<()> {
+    let limits = &state.service.limits;
+    let decode = limits.max_body_bytes;
+    // A trace answer is ~13 numbers per query: room for a full batch.
+    let encode = limits
+        .max_body_bytes
+        .max(limits.max_queries_per_request.saturating_mul(64) + 4096);
+    let upload = limits.max_upload_bytes.saturating_add(4096);
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let collision = CollisionServer::new(GrpcCollision(state.clone()))
+        .max_decoding_message_size(decode)
+        .max_encoding_message_size(encode);
+    let admin = AdminServer::new(GrpcAdmin(state.clone()))
+        .max_decoding_message_size(upload)
+        .max_encoding_message_size(encode);
+    let mut builder = tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(options.concurrency_per_connection.max(1))
+        .http2_keepalive_interval(Some(options.keepalive_interval))
+        .http2_keepalive_timeout(Some(options.keepalive_timeout));
+    if let Some(age) = options.max_connection_age {
+        builder = builder.max_connection_age(age);
+    }
+    let mut stop = state.stop.clone();
+    builder
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(collision)
+        .add_service(admin)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            async move {
+                let _ = stop.wait_for(|s| *s).await;
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_arrays() {
+        let req = pb::TraceRequest {
+            world: "w".into(),
+            starts: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            ends: vec![0.0; 6],
+            shape: Some(pb::Box {
+                mins: pb_vec3([-1.0; 3]),
+                maxs: pb_vec3([1.0; 3]),
+            }),
+            mask: Some(7),
+            masks: vec![],
+            sequence: 0,
+        };
+        let lines = trace_lines(&req, 10).expect("valid");
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1].start, Some([4.0, 5.0, 6.0]));
+        assert_eq!(lines[1].mins, Some([-1.0; 3]));
+        assert_eq!(lines[0].mask, Some(7));
+        let bad = |f: &dyn Fn(&mut pb::TraceRequest)| {
+            let mut r = req.clone();
+            f(&mut r);
+            trace_lines(&r, 10).expect_err("rejected").statuses().1
+        };
+        use crate::service::grpc_code::*;
+        assert_eq!(
+            bad(&|r| r.starts.pop().map(drop).unwrap_or(())),
+            INVALID_ARGUMENT
+        );
+        assert_eq!(bad(&|r| r.ends.truncate(3)), INVALID_ARGUMENT);
+        assert_eq!(bad(&|r| r.masks = vec![1]), INVALID_ARGUMENT);
+        assert!(trace_lines(&req, 1).is_err());
+        let ok = {
+            let mut r = req.clone();
+            r.masks = vec![1, 2];
+            trace_lines(&r, 10).expect("valid")
+        };
+        assert_eq!(ok[1].mask, Some(2));
+    }
+}

@@ -1,0 +1,733 @@
+//! The server end to end over gRPC: a real server on free loopback ports, a
+//! tonic client, an independent Python grpcio client, and `bspq trace
+//! --server` with the real binary. Request counts and durations are bounded.
+
+mod common;
+
+use bspq::compile::CompileOptions;
+use bspq::metrics::Metrics;
+use bspq::proto::v1 as pb;
+use bspq::query::{answer, Answer, PointAnswer, Query, TraceAnswer};
+use bspq::registry::Registry;
+use bspq::server::{load_initial_worlds, run, ServerOptions};
+use bspq::service::{Limits, Service};
+use bspq::trace::Scratch;
+use pb::admin_client::AdminClient;
+use pb::collision_client::CollisionClient;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tonic::transport::Channel;
+use tonic::Code;
+
+const TOKEN: &str = "test-token";
+
+struct TestServer {
+    grpc: SocketAddr,
+    http: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestServer {
+    fn start(worlds_dir: Option<PathBuf>, limits: Limits) -> TestServer {
+        let options = ServerOptions {
+            worlds_dir,
+            rescan_interval: Duration::from_millis(20),
+            drain_timeout: Duration::from_secs(20),
+            ..Default::default()
+        };
+        let registry = Arc::new(Registry::new(CompileOptions::default()));
+        load_initial_worlds(&registry, &options).expect("initial worlds");
+        let service = Arc::new(Service::new(registry, limits, Some(TOKEN.into())));
+        let metrics = Arc::new(Metrics::new().expect("metrics"));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                addr_tx.send((http.local_addr()?, grpc.local_addr()?))?;
+                run(service, metrics, options, http, Some(grpc), async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+            })
+        });
+        let (http, grpc) = addr_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server address");
+        TestServer {
+            grpc,
+            http,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    async fn channel(&self) -> Channel {
+        Channel::from_shared(self.url())
+            .expect("url")
+            .connect()
+            .await
+            .expect("connects")
+    }
+
+    async fn collision(&self) -> CollisionClient<Channel> {
+        CollisionClient::new(self.channel().await)
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX)
+    }
+
+    fn begin_stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    fn stop(&mut self) -> anyhow::Result<()> {
+        self.begin_stop();
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| anyhow::anyhow!("server thread panicked"))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn v3(v: [f32; 3]) -> Option<pb::Vec3> {
+    Some(pb::Vec3 {
+        x: v[0],
+        y: v[1],
+        z: v[2],
+    })
+}
+
+fn ray_request(world: &str, pairs: &[([f32; 3], [f32; 3])]) -> pb::TraceRequest {
+    pb::TraceRequest {
+        world: world.into(),
+        starts: pairs.iter().flat_map(|p| p.0).collect(),
+        ends: pairs.iter().flat_map(|p| p.1).collect(),
+        ..Default::default()
+    }
+}
+
+/// The answers of a packed response.
+fn unpack(r: &pb::TraceResponse) -> Vec<Answer> {
+    let v = |a: &[f32], i: usize| [a[3 * i], a[3 * i + 1], a[3 * i + 2]];
+    (0..r.fractions.len())
+        .map(|i| {
+            Answer::Trace(TraceAnswer {
+                fraction: r.fractions[i],
+                endpos: v(&r.endpos, i),
+                normal: v(&r.normals, i),
+                dist: r.dists[i],
+                startsolid: r.flags[i] & 1 != 0,
+                allsolid: r.flags[i] & 2 != 0,
+                contents: r.contents[i],
+                surface_flags: r.surface_flags[i],
+            })
+        })
+        .collect()
+}
+
+/// The JSON error body carried in a status message.
+fn error_body(status: &tonic::Status) -> serde_json::Value {
+    serde_json::from_str(status.message()).expect("status message is the JSON error body")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_match_the_offline_kernel() {
+    let server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let local = common::load_world("q3dm6ish", true);
+    let mut scratch = Scratch::new();
+    let mut compared = 0;
+    for set in common::SETS {
+        let lines = common::load_set("q3dm6ish", set, true).queries;
+        let queries: Vec<Query> = lines.iter().map(|l| common::parse_query(l)).collect();
+        // Traces grouped by box (the batch shape), per-query masks; points apart.
+        let mut groups: BTreeMap<[u32; 6], (Vec<usize>, pb::TraceRequest)> = BTreeMap::new();
+        let mut points = (Vec::new(), Vec::new());
+        for (i, q) in queries.iter().enumerate() {
+            match q {
+                Query::Point(p) => {
+                    points.0.push(i);
+                    points.1.extend_from_slice(&p.to_array());
+                }
+                Query::Trace(t) => {
+                    let key: Vec<u32> = [t.mins.to_array(), t.maxs.to_array()]
+                        .concat()
+                        .iter()
+                        .map(|f| f.to_bits())
+                        .collect();
+                    let key: [u32; 6] = key.try_into().expect("six");
+                    let (idx, req) = groups.entry(key).or_insert_with(|| {
+                        (
+                            Vec::new(),
+                            pb::TraceRequest {
+                                world: "q3dm6ish".into(),
+                                shape: Some(pb::Box {
+                                    mins: v3(t.mins.to_array()),
+                                    maxs: v3(t.maxs.to_array()),
+                                }),
+                                ..Default::default()
+                            },
+                        )
+                    });
+                    idx.push(i);
+                    req.starts.extend_from_slice(&t.start.to_array());
+                    req.ends.extend_from_slice(&t.end.to_array());
+                    req.masks.push(t.mask);
+                }
+            }
+        }
+        for (idx, req) in groups.into_values() {
+            let r = client.trace(req).await.expect("trace").into_inner();
+            assert_eq!((r.world.as_str(), r.version), ("q3dm6ish", 1));
+            let got = unpack(&r);
+            assert_eq!(got.len(), idx.len());
+            for (i, got) in idx.iter().zip(got) {
+                let want = answer(&local.view(), &mut scratch, &queries[*i]);
+                assert_eq!(got, want, "{set}: {}", lines[*i]);
+                compared += 1;
+            }
+        }
+        if !points.0.is_empty() {
+            let r = client
+                .point_contents(pb::PointContentsRequest {
+                    world: "q3dm6ish".into(),
+                    points: points.1,
+                })
+                .await
+                .expect("contents")
+                .into_inner();
+            assert_eq!(r.contents.len(), points.0.len());
+            for (i, contents) in points.0.iter().zip(r.contents) {
+                let want = answer(&local.view(), &mut scratch, &queries[*i]);
+                assert_eq!(Answer::Point(PointAnswer { contents }), want);
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 1000, "only {compared} answers compared");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_stream_answers_batches_in_order() {
+    let server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let mut responses = client
+        .trace_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("stream opens")
+        .into_inner();
+    // Batches of different sizes, so a reordering would show.
+    let batches: Vec<pb::TraceRequest> = (0..8u64)
+        .map(|tick| {
+            let n = 1 + (tick as usize * 37) % 200;
+            let pairs: Vec<([f32; 3], [f32; 3])> = (0..n)
+                .map(|i| {
+                    let a = (i as f32 + tick as f32) * 0.1;
+                    ([0.0, 0.0, 0.0], [600.0 * a.cos(), 600.0 * a.sin(), -300.0])
+                })
+                .collect();
+            pb::TraceRequest {
+                sequence: 100 + tick,
+                ..ray_request("q3dm6ish", &pairs)
+            }
+        })
+        .collect();
+    for b in &batches {
+        tx.send(b.clone()).await.expect("send");
+    }
+    drop(tx);
+    let mut got = Vec::new();
+    while let Some(r) = responses.message().await.expect("stream message") {
+        got.push(r);
+    }
+    assert_eq!(got.len(), batches.len());
+    for (b, r) in batches.iter().zip(&got) {
+        assert_eq!(r.sequence, b.sequence);
+        assert_eq!(r.fractions.len(), b.starts.len() / 3);
+        let unary = client.trace(b.clone()).await.expect("unary").into_inner();
+        assert_eq!(unpack(r), unpack(&unary));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_statuses() {
+    let server = TestServer::start(
+        None,
+        Limits {
+            max_queries_per_request: 10,
+            ..Limits::default()
+        },
+    );
+    let mut client = server.collision().await;
+    let ok = ([0.0, 0.0, 0.0], [0.0, 0.0, -100.0]);
+
+    // Bad coordinates: INVALID_ARGUMENT naming the query index.
+    let mut req = ray_request("q3dm6ish", &[ok, ok, ok]);
+    req.ends[7] = f32::NAN;
+    let e = client.trace(req).await.expect_err("rejected");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let body = error_body(&e);
+    assert_eq!(body["error"]["query_index"], 2, "{body}");
+    assert_eq!(body["error"]["code"], "bad_coordinate");
+    assert!(e.message().contains("query 2"), "{}", e.message());
+
+    let mut req = ray_request("q3dm6ish", &[ok]);
+    req.starts[0] = 2.0e7;
+    let e = client.trace(req).await.expect_err("rejected");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(error_body(&e)["error"]["query_index"], 0);
+
+    // mins above maxs.
+    let mut req = ray_request("q3dm6ish", &[ok]);
+    req.shape = Some(pb::Box {
+        mins: v3([1.0; 3]),
+        maxs: v3([-1.0; 3]),
+    });
+    let e = client.trace(req).await.expect_err("rejected");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(error_body(&e)["error"]["code"], "mins_above_maxs");
+
+    // Mismatched packed arrays.
+    for mangle in [
+        (|r: &mut pb::TraceRequest| r.ends.truncate(3)) as fn(&mut pb::TraceRequest),
+        |r| {
+            r.starts.pop();
+        },
+        |r| r.masks = vec![1],
+    ] {
+        let mut req = ray_request("q3dm6ish", &[ok, ok]);
+        mangle(&mut req);
+        let e = client.trace(req).await.expect_err("rejected");
+        assert_eq!(e.code(), Code::InvalidArgument, "{}", e.message());
+        assert_eq!(error_body(&e)["error"]["code"], "malformed_request");
+    }
+    let e = client
+        .point_contents(pb::PointContentsRequest {
+            world: "q3dm6ish".into(),
+            points: vec![0.0; 4],
+        })
+        .await
+        .expect_err("rejected");
+    assert_eq!(e.code(), Code::InvalidArgument);
+
+    // Too many queries.
+    let e = client
+        .trace(ray_request("q3dm6ish", &[ok; 11]))
+        .await
+        .expect_err("rejected");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(error_body(&e)["error"]["code"], "too_many_queries");
+
+    // Unknown world, bad world name.
+    let e = client
+        .trace(ray_request("nope", &[ok]))
+        .await
+        .expect_err("rejected");
+    assert_eq!(e.code(), Code::NotFound);
+    assert_eq!(error_body(&e)["error"]["code"], "unknown_world");
+    let e = client
+        .get_world(pb::GetWorldRequest {
+            name: "nope".into(),
+        })
+        .await
+        .expect_err("rejected");
+    assert_eq!(e.code(), Code::NotFound);
+    let e = client
+        .trace(ray_request("../etc", &[ok]))
+        .await
+        .expect_err("rejected");
+    assert_eq!(e.code(), Code::InvalidArgument);
+
+    // Admin without a valid token.
+    let mut admin = AdminClient::new(server.channel().await);
+    let unload = |token: Option<&str>| {
+        let mut r = tonic::Request::new(pb::UnloadWorldRequest {
+            name: "q3dm6ish".into(),
+        });
+        if let Some(t) = token {
+            r.metadata_mut()
+                .insert("authorization", t.parse().expect("ascii"));
+        }
+        r
+    };
+    for token in [None, Some("Bearer wrong"), Some(TOKEN)] {
+        let e = admin
+            .unload_world(unload(token))
+            .await
+            .expect_err("rejected");
+        assert_eq!(e.code(), Code::Unauthenticated, "{token:?}");
+        assert_eq!(error_body(&e)["error"]["code"], "unauthenticated");
+    }
+    // The world is still there.
+    let w = client
+        .get_world(pb::GetWorldRequest {
+            name: "q3dm6ish".into(),
+        })
+        .await
+        .expect("described")
+        .into_inner();
+    assert_eq!((w.version, w.status.as_str()), (1, "serving"));
+    assert!(w.counts.is_some_and(|c| c.brushes > 0));
+    assert!(w.bounds.is_some());
+    assert_eq!(w.source, "bundled");
+    assert_eq!(w.source_hash.len(), 16);
+    let bearer = format!("Bearer {TOKEN}");
+    let r = admin
+        .unload_world(unload(Some(&bearer)))
+        .await
+        .expect("unloaded");
+    assert!(r.into_inner().unloaded);
+    let e = client
+        .trace(ray_request("q3dm6ish", &[ok]))
+        .await
+        .expect_err("gone");
+    assert_eq!(e.code(), Code::NotFound);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_worlds_sees_an_admin_upload() {
+    let server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let mut events = client
+        .watch_worlds(pb::WatchWorldsRequest {})
+        .await
+        .expect("watch")
+        .into_inner();
+    let first = events.message().await.expect("event").expect("open");
+    assert_eq!((first.name.as_str(), first.version), ("q3dm6ish", 1));
+
+    let bytes = std::fs::read(common::map_path("q3dm6ish")).expect("map");
+    let mut admin = AdminClient::new(server.channel().await);
+    let mut req = tonic::Request::new(pb::LoadWorldRequest {
+        name: "q3dm6ish".into(),
+        data: bytes,
+    });
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {TOKEN}").parse().expect("ascii"),
+    );
+    let loaded = admin.load_world(req).await.expect("uploaded").into_inner();
+    assert_eq!(loaded.version, 2);
+    let next = tokio::time::timeout(Duration::from_secs(10), events.message())
+        .await
+        .expect("event in time")
+        .expect("event")
+        .expect("open");
+    assert_eq!((next.name.as_str(), next.version), ("q3dm6ish", 2));
+    assert!(next.error.is_empty());
+
+    // A corrupt upload: rejected, the old version keeps serving, watchers see the error.
+    let mut req = tonic::Request::new(pb::LoadWorldRequest {
+        name: "q3dm6ish".into(),
+        data: b"not a world".to_vec(),
+    });
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {TOKEN}").parse().expect("ascii"),
+    );
+    let e = admin.load_world(req).await.expect_err("corrupt");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let failed = events.message().await.expect("event").expect("open");
+    assert_eq!(failed.version, 2);
+    assert!(!failed.error.is_empty());
+    let r = client
+        .trace(ray_request(
+            "q3dm6ish",
+            &[([0.0, 0.0, 0.0], [0.0, 0.0, -1000.0])],
+        ))
+        .await
+        .expect("still serving")
+        .into_inner();
+    assert_eq!(r.version, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_serving_then_not_serving_during_shutdown() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let mut server = TestServer::start(None, Limits::default());
+    let mut health = HealthClient::new(server.channel().await);
+    for service in ["", "bspq.v1.Collision"] {
+        let r = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .expect("check")
+            .into_inner();
+        assert_eq!(r.status, ServingStatus::Serving as i32, "{service:?}");
+    }
+    let mut watch = health
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let first = watch.message().await.expect("status").expect("open");
+    assert_eq!(first.status, ServingStatus::Serving as i32);
+    server.begin_stop();
+    let next = tokio::time::timeout(Duration::from_secs(10), watch.message())
+        .await
+        .expect("status in time")
+        .expect("status")
+        .expect("open");
+    assert_eq!(next.status, ServingStatus::NotServing as i32);
+    let stopped = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .expect("join");
+    stopped.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_lists_the_services() {
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    let server = TestServer::start(None, Limits::default());
+    let mut client = ServerReflectionClient::new(server.channel().await);
+    let req = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut stream = client
+        .server_reflection_info(tokio_stream::iter([req]))
+        .await
+        .expect("reflection")
+        .into_inner();
+    let r = stream.message().await.expect("answer").expect("open");
+    let Some(MessageResponse::ListServicesResponse(list)) = r.message_response else {
+        panic!("unexpected reflection answer {r:?}");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for want in [
+        "bspq.v1.Collision",
+        "bspq.v1.Admin",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+    }
+}
+
+/// An independent client: Python grpcio stubs generated from `proto/` now.
+#[test]
+fn python_grpcio_client_traces_and_checks_health() {
+    let has_python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_python {
+        println!("SKIPPED python_grpcio_client_traces_and_checks_health: python3 is not installed");
+        return;
+    }
+    let server = TestServer::start(None, Limits::default());
+    let out = tempfile::tempdir().expect("temp dir");
+    let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("proto");
+    let gen = std::process::Command::new("python3")
+        .args(["-m", "grpc_tools.protoc", "-I"])
+        .arg(&proto_dir)
+        .arg(format!("--python_out={}", out.path().display()))
+        .arg(format!("--grpc_python_out={}", out.path().display()))
+        .arg(proto_dir.join("bspq/v1/bspq.proto"))
+        .output()
+        .expect("runs python3");
+    assert!(
+        gen.status.success(),
+        "python3 -m grpc_tools.protoc failed (pip install grpcio grpcio-tools grpcio-health-checking): {}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let script = r#"
+import json, sys, grpc
+from bspq.v1 import bspq_pb2 as pb, bspq_pb2_grpc as rpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+channel = grpc.insecure_channel(sys.argv[1])
+stub = rpc.CollisionStub(channel)
+r = stub.Trace(pb.TraceRequest(world="q3dm6ish", starts=[0, 0, 0, 0, 0, 0], ends=[0, 0, -1000, 0, 0, 1000],
+                               shape=pb.Box(mins=pb.Vec3(x=-15, y=-15, z=-24), maxs=pb.Vec3(x=15, y=15, z=32))))
+try:
+    stub.Trace(pb.TraceRequest(world="q3dm6ish", starts=[0, 0, 0, 0, 0, 0], ends=[0, 0, 1, 0, 0, float("inf")]))
+    bad = None
+except grpc.RpcError as e:
+    bad = {"code": e.code().name, "body": json.loads(e.details())}
+h = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
+print(json.dumps({"world": r.world, "version": r.version, "fractions": list(r.fractions),
+                  "endpos": list(r.endpos), "flags": list(r.flags), "bad": bad,
+                  "health": health_pb2.HealthCheckResponse.ServingStatus.Name(h.status)}))
+"#;
+    let run = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(server.grpc.to_string())
+        .env("PYTHONPATH", out.path())
+        .output()
+        .expect("runs python3");
+    assert!(
+        run.status.success(),
+        "python client failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&run.stdout).expect("python prints JSON");
+    assert_eq!(got["world"], "q3dm6ish");
+    assert_eq!(got["version"], 1);
+    assert_eq!(got["health"], "SERVING");
+    assert_eq!(got["bad"]["code"], "INVALID_ARGUMENT");
+    assert_eq!(got["bad"]["body"]["error"]["query_index"], 1);
+    // Same answers as the kernel in process.
+    let local = common::load_world("q3dm6ish", true);
+    let mut scratch = Scratch::new();
+    for (i, end) in [-1000.0, 1000.0].into_iter().enumerate() {
+        let q = common::parse_query(&format!(
+            r#"{{"start":[0,0,0],"end":[0,0,{end}],"mins":[-15,-15,-24],"maxs":[15,15,32]}}"#
+        ));
+        let Answer::Trace(want) = answer(&local.view(), &mut scratch, &q) else {
+            panic!("trace answer");
+        };
+        assert_eq!(got["fractions"][i].as_f64(), Some(want.fraction as f64));
+        assert_eq!(
+            got["endpos"][3 * i + 2].as_f64(),
+            Some(want.endpos[2] as f64)
+        );
+    }
+    let _ = server.http;
+}
+
+/// `bspq trace --server` against `bspq serve`, both the real binary: the
+/// output equals offline `bspq trace` byte for byte.
+#[test]
+fn trace_cli_over_grpc_equals_offline() {
+    use std::io::{BufRead, Write};
+    let bin = env!("CARGO_BIN_EXE_bspq");
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "serve",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--worlds",
+            "/nonexistent-bspq-worlds",
+        ])
+        .env_remove("BSPQ_WORLDS")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starts");
+    // Killed if the test fails before it stops the server itself.
+    struct KillOnDrop(Option<std::process::Child>);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            if let Some(c) = self.0.as_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+    let stderr = child.stderr.take().expect("stderr");
+    let mut guard = KillOnDrop(Some(child));
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("server logs").expect("utf-8 log");
+        if let Some(rest) = line.split("gRPC listening addr=").nth(1) {
+            break rest.trim().to_owned();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+
+    let mut input = String::new();
+    for set in common::SETS {
+        for line in common::load_set("q3dm6ish", set, true).queries {
+            input.push_str(&line);
+            input.push('\n');
+        }
+    }
+    input.push_str("{\"start\":[0,0,0],\"end\":[1e30,0,0]}\n\nnot json\n");
+    input.push_str("{\"point\":[1,2,3]}\n");
+    let trace = |args: &[&str]| {
+        let mut c = std::process::Command::new(bin)
+            .arg("trace")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("trace runs");
+        let mut stdin = c.stdin.take().expect("stdin");
+        let data = input.clone();
+        // A run that fails early (unknown world) stops reading: ignore EPIPE.
+        let writer = std::thread::spawn(move || stdin.write_all(data.as_bytes()));
+        let out = c.wait_with_output().expect("trace output");
+        let _ = writer.join().expect("writer");
+        out
+    };
+    let map = common::map_path("q3dm6ish");
+    let offline = trace(&["--world", map.to_str().expect("utf-8")]);
+    let server_url = format!("http://{addr}");
+    let remote = trace(&[
+        "--server",
+        &server_url,
+        "--world",
+        "q3dm6ish",
+        "--batch",
+        "500",
+    ]);
+    let (a, b) = (
+        String::from_utf8_lossy(&offline.stdout),
+        String::from_utf8_lossy(&remote.stdout),
+    );
+    assert!(
+        a.lines().count() > 1000,
+        "offline: {}",
+        String::from_utf8_lossy(&offline.stderr)
+    );
+    assert_eq!(
+        a.lines().count(),
+        b.lines().count(),
+        "remote: {}",
+        String::from_utf8_lossy(&remote.stderr)
+    );
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        assert_eq!(x, y, "line {i}");
+    }
+    assert_eq!(offline.status.code(), Some(1), "bad lines fail the run");
+    assert_eq!(remote.status.code(), offline.status.code());
+
+    // An unknown world is an error naming it.
+    let unknown = trace(&["--server", &server_url, "--world", "nope"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("NotFound"));
+
+    let mut child = guard.0.take().expect("server child");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let exit = child.wait().expect("exits");
+    assert!(exit.success(), "exit status {exit}");
+}
