@@ -389,7 +389,7 @@ mod tests {
             "2000-02-29T00:00:00.123Z"
         );
         assert_eq!(
-            rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_305_600)),
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_219_200)),
             "2026-11-21T00:00:00.000Z"
         );
     }
