@@ -12,7 +12,7 @@ use pb::admin_server::{Admin, AdminServer};
 use pb::collision_server::{Collision, CollisionServer};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
@@ -214,24 +214,15 @@ fn event(e: WorldEvent) -> pb::WorldVersionEvent {
 }
 
 impl GrpcState {
-    /// Runs CPU-heavy work on the blocking pool, counting it in the metrics.
+    /// Runs CPU-heavy work off the reactor; errors become counted statuses.
     async fn run_blocking<T: Send + 'static>(
         &self,
         kind: &'static str,
         work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, Status> {
-        let started = Instant::now();
-        self.metrics.in_flight.inc();
-        let service = Arc::clone(&self.service);
-        let result = tokio::task::spawn_blocking(move || work(&service))
+        super::run_blocking(&self.service, &self.metrics, kind, TRANSPORT, work)
             .await
-            .unwrap_or_else(|e| Err(ServiceError::Internal(format!("worker failed: {e}"))));
-        self.metrics.in_flight.dec();
-        self.metrics
-            .latency
-            .with_label_values(&[kind, TRANSPORT])
-            .observe(started.elapsed().as_secs_f64());
-        result.map_err(|e| self.rejected(&e))
+            .map_err(|e| self.rejected(&e))
     }
 
     fn rejected(&self, e: &ServiceError) -> Status {

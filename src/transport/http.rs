@@ -13,7 +13,6 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 const TRANSPORT: &str = "http";
 
@@ -117,24 +116,13 @@ async fn get_world(
     Ok(Json(state.service.describe(&name)?).into_response())
 }
 
-/// Runs CPU-heavy work on the blocking pool, counting it in the metrics.
+/// Runs CPU-heavy work off the reactor, counting rejections in the metrics.
 async fn run_blocking<T: Send + 'static>(
     state: &HttpState,
     kind: &'static str,
     work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ServiceError> {
-    let started = Instant::now();
-    state.metrics.in_flight.inc();
-    let service = Arc::clone(&state.service);
-    let result = tokio::task::spawn_blocking(move || work(&service))
-        .await
-        .unwrap_or_else(|e| Err(ServiceError::Internal(format!("worker failed: {e}"))));
-    state.metrics.in_flight.dec();
-    state
-        .metrics
-        .latency
-        .with_label_values(&[kind, TRANSPORT])
-        .observe(started.elapsed().as_secs_f64());
+    let result = super::run_blocking(&state.service, &state.metrics, kind, TRANSPORT, work).await;
     if let Err(e) = &result {
         state
             .metrics
