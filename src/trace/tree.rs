@@ -4,7 +4,7 @@ use super::brush::{box_in_brush, trace_through_brush};
 use super::patch::{position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
-use crate::world::{Leaf, World};
+use crate::world::{Brush, Leaf, Patch, World};
 
 /// What one trace's walk did, counted when asked for (`trace_with_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -178,15 +178,7 @@ fn trace_leaf<P: Probe>(
     probe: &mut P,
 ) {
     probe.leaf(leaf);
-    let first = leaf.first_brush as usize;
-    for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
-        if !scratch.first_visit_brush(b as usize) {
-            continue;
-        }
-        let brush = &world.brushes[b as usize];
-        if brush.contents & w.mask == 0 {
-            continue;
-        }
+    for brush in new_brushes(world, scratch, leaf, w.mask) {
         probe.brush();
         trace_through_brush(world, brush, w);
         // Like the reference, stop at a contact at the very start.
@@ -194,21 +186,54 @@ fn trace_leaf<P: Probe>(
             return;
         }
     }
-    let first = leaf.first_patch as usize;
-    for &p in &world.leaf_patches[first..first + leaf.num_patches as usize] {
-        if !scratch.first_visit_patch(p as usize) {
-            continue;
-        }
-        let patch = &world.patches[p as usize];
-        if patch.contents & w.mask == 0 {
-            continue;
-        }
+    for patch in new_patches(world, scratch, leaf, w.mask) {
         probe.patch();
         trace_through_patch(world, patch, w);
         if w.result.allsolid {
             return;
         }
     }
+}
+
+/// The brushes of `leaf` this query meets for the first time whose contents
+/// meet `mask`, in leaf order (the reference's tie-breaking order).
+fn new_brushes<'w, 's>(
+    world: &World<'w>,
+    scratch: &'s mut Scratch,
+    leaf: &Leaf,
+    mask: u32,
+) -> impl Iterator<Item = &'w Brush> + use<'w, 's> {
+    let brushes = world.brushes;
+    let first = leaf.first_brush as usize;
+    world.leaf_brushes[first..first + leaf.num_brushes as usize]
+        .iter()
+        .filter(move |&&b| scratch.first_visit_brush(b as usize))
+        .map(move |&b| &brushes[b as usize])
+        .filter(move |b| b.contents & mask != 0)
+}
+
+/// As [`new_brushes`], for patches.
+fn new_patches<'w, 's>(
+    world: &World<'w>,
+    scratch: &'s mut Scratch,
+    leaf: &Leaf,
+    mask: u32,
+) -> impl Iterator<Item = &'w Patch> + use<'w, 's> {
+    let patches = world.patches;
+    let first = leaf.first_patch as usize;
+    world.leaf_patches[first..first + leaf.num_patches as usize]
+        .iter()
+        .filter(move |&&p| scratch.first_visit_patch(p as usize))
+        .map(move |&p| &patches[p as usize])
+        .filter(move |p| p.contents & mask != 0)
+}
+
+/// Records that the box starts (and stays) inside something with `contents`.
+fn set_inside(w: &mut TraceWork, contents: u32) {
+    w.result.startsolid = true;
+    w.result.allsolid = true;
+    w.result.fraction = 0.0;
+    w.result.contents = contents;
 }
 
 /// A trace whose start equals its end: is the box inside anything?
@@ -274,39 +299,17 @@ fn test_in_leaf<P: Probe>(
     probe: &mut P,
 ) {
     probe.leaf(leaf);
-    let first = leaf.first_brush as usize;
-    for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
-        if !scratch.first_visit_brush(b as usize) {
-            continue;
-        }
-        let brush = &world.brushes[b as usize];
-        if brush.contents & w.mask == 0 {
-            continue;
-        }
+    for brush in new_brushes(world, scratch, leaf, w.mask) {
         probe.brush();
         if box_in_brush(world, brush, w) {
-            w.result.startsolid = true;
-            w.result.allsolid = true;
-            w.result.fraction = 0.0;
-            w.result.contents = brush.contents;
+            set_inside(w, brush.contents);
             return;
         }
     }
-    let first = leaf.first_patch as usize;
-    for &p in &world.leaf_patches[first..first + leaf.num_patches as usize] {
-        if !scratch.first_visit_patch(p as usize) {
-            continue;
-        }
-        let patch = &world.patches[p as usize];
-        if patch.contents & w.mask == 0 {
-            continue;
-        }
+    for patch in new_patches(world, scratch, leaf, w.mask) {
         probe.patch();
         if position_test_patch(world, patch, w) {
-            w.result.startsolid = true;
-            w.result.allsolid = true;
-            w.result.fraction = 0.0;
-            w.result.contents = patch.contents;
+            set_inside(w, patch.contents);
             return;
         }
     }
