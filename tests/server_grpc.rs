@@ -4,113 +4,18 @@
 
 mod common;
 
-use bspq::compile::CompileOptions;
-use bspq::metrics::Metrics;
+use common::server::{BinaryServer, TestServer, TOKEN};
+
 use bspq::proto::v1 as pb;
 use bspq::query::{answer, Answer, PointAnswer, Query, TraceAnswer};
-use bspq::registry::Registry;
-use bspq::server::{load_initial_worlds, run, ServerOptions};
-use bspq::service::{Limits, Service};
+use bspq::service::Limits;
 use bspq::trace::Scratch;
 use pb::admin_client::AdminClient;
-use pb::collision_client::CollisionClient;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
-use tonic::transport::Channel;
 use tonic::Code;
 
-const TOKEN: &str = "test-token";
-
-struct TestServer {
-    grpc: SocketAddr,
-    http: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
-}
-
-impl TestServer {
-    fn start(worlds_dir: Option<PathBuf>, limits: Limits) -> TestServer {
-        let options = ServerOptions {
-            worlds_dir,
-            rescan_interval: Duration::from_millis(20),
-            drain_timeout: Duration::from_secs(20),
-            ..Default::default()
-        };
-        let registry = Arc::new(Registry::new(CompileOptions::default()));
-        load_initial_worlds(&registry, &options).expect("initial worlds");
-        let service = Arc::new(Service::new(registry, limits, Some(TOKEN.into())));
-        let metrics = Arc::new(Metrics::new().expect("metrics"));
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                addr_tx.send((http.local_addr()?, grpc.local_addr()?))?;
-                run(service, metrics, options, http, Some(grpc), async move {
-                    let _ = stop_rx.await;
-                })
-                .await
-            })
-        });
-        let (http, grpc) = addr_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server address");
-        TestServer {
-            grpc,
-            http,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.grpc)
-    }
-
-    async fn channel(&self) -> Channel {
-        Channel::from_shared(self.url())
-            .expect("url")
-            .connect()
-            .await
-            .expect("connects")
-    }
-
-    async fn collision(&self) -> CollisionClient<Channel> {
-        CollisionClient::new(self.channel().await)
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX)
-    }
-
-    fn begin_stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-
-    fn stop(&mut self) -> anyhow::Result<()> {
-        self.begin_stop();
-        match self.thread.take() {
-            Some(t) => t
-                .join()
-                .map_err(|_| anyhow::anyhow!("server thread panicked"))?,
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        let _ = self.stop();
-    }
-}
 
 fn v3(v: [f32; 3]) -> Option<pb::Vec3> {
     Some(pb::Vec3 {
@@ -621,43 +526,9 @@ print(json.dumps({"world": r.world, "version": r.version, "fractions": list(r.fr
 /// output equals offline `bspq trace` byte for byte.
 #[test]
 fn trace_cli_over_grpc_equals_offline() {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     let bin = env!("CARGO_BIN_EXE_bspq");
-    let mut child = std::process::Command::new(bin)
-        .args([
-            "serve",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--worlds",
-            "/nonexistent-bspq-worlds",
-        ])
-        .env_remove("BSPQ_WORLDS")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("starts");
-    // Killed if the test fails before it stops the server itself.
-    struct KillOnDrop(Option<std::process::Child>);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            if let Some(c) = self.0.as_mut() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-    let stderr = child.stderr.take().expect("stderr");
-    let mut guard = KillOnDrop(Some(child));
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines.next().expect("server logs").expect("utf-8 log");
-        if let Some(rest) = line.split("gRPC listening addr=").nth(1) {
-            break rest.trim().to_owned();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
+    let mut server = BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
 
     let mut input = String::new();
     for set in common::SETS {
@@ -687,7 +558,7 @@ fn trace_cli_over_grpc_equals_offline() {
     };
     let map = common::map_path("q3dm6ish");
     let offline = trace(&["--world", map.to_str().expect("utf-8")]);
-    let server_url = format!("http://{addr}");
+    let server_url = server.grpc_url();
     let remote = trace(&[
         "--server",
         &server_url,
@@ -722,12 +593,41 @@ fn trace_cli_over_grpc_equals_offline() {
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("NotFound"));
 
-    let mut child = guard.0.take().expect("server child");
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = child.wait().expect("exits");
+    let exit = server.terminate();
     assert!(exit.success(), "exit status {exit}");
+}
+
+/// `bspq load` drives the real binary over each transport: every request
+/// answered, the request budget respected, a JSON summary last.
+#[test]
+fn load_generator_speaks_every_transport() {
+    let server = BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    let queries = common::oracle_dir("q3dm6ish").join("boxes.jsonl.gz");
+    for (transport, url) in [
+        ("http", server.http_url()),
+        ("grpc-unary", server.grpc_url()),
+        ("grpc-stream", server.grpc_url()),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args(["load", "--transport", transport, "--url", &url])
+            .args(["--world", "q3dm6ish", "--queries"])
+            .arg(&queries)
+            .args(["--batch", "50", "--concurrency", "2"])
+            .args(["--duration", "20", "--max-requests", "30", "--json"])
+            .output()
+            .expect("bspq load runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{transport}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().expect("a summary line")).expect("JSON");
+        assert_eq!(summary["transport"], transport);
+        assert_eq!(summary["errors"], 0, "{transport}");
+        assert_eq!(summary["requests"], 30, "{transport}: budget of 30 requests");
+        assert!(summary["p99_ms"].as_f64().expect("p99") > 0.0);
+        assert!(summary["queries_per_second"].as_f64().expect("qps") > 0.0);
+    }
 }

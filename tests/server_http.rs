@@ -3,89 +3,19 @@
 
 mod common;
 
+use common::server::{BinaryServer, TestServer, TOKEN};
+
 use bspq::compile::CompileOptions;
-use bspq::metrics::Metrics;
 use bspq::query::{answer, Answer};
-use bspq::registry::{Registry, WorldVersion};
-use bspq::server::{load_initial_worlds, run, ServerOptions};
-use bspq::service::{Limits, Service};
+use bspq::registry::WorldVersion;
+use bspq::service::Limits;
 use bspq::trace::Scratch;
 use bspq::world::format;
 use bspq::world::load::compile_source;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-const TOKEN: &str = "test-token";
-
-struct TestServer {
-    base: String,
-    registry: Arc<Registry>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
-}
-
-impl TestServer {
-    fn start(worlds_dir: Option<PathBuf>, limits: Limits) -> TestServer {
-        let options = ServerOptions {
-            worlds_dir,
-            rescan_interval: Duration::from_millis(20),
-            drain_timeout: Duration::from_secs(20),
-            ..Default::default()
-        };
-        let registry = Arc::new(Registry::new(CompileOptions::default()));
-        load_initial_worlds(&registry, &options).expect("initial worlds");
-        let service = Arc::new(Service::new(
-            Arc::clone(&registry),
-            limits,
-            Some(TOKEN.into()),
-        ));
-        let metrics = Arc::new(Metrics::new().expect("metrics"));
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                addr_tx.send(listener.local_addr()?)?;
-                run(service, metrics, options, listener, None, async move {
-                    let _ = stop_rx.await;
-                })
-                .await
-            })
-        });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server address");
-        TestServer {
-            base: format!("http://{addr}"),
-            registry,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        }
-    }
-
-    fn stop(&mut self) -> anyhow::Result<()> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        match self.thread.take() {
-            Some(t) => t
-                .join()
-                .map_err(|_| anyhow::anyhow!("server thread panicked"))?,
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        let _ = self.stop();
-    }
-}
 
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
@@ -426,39 +356,10 @@ fn shutdown_drains_requests_in_flight() {
 
 #[test]
 fn the_binary_serves_the_bundled_world_and_exits_cleanly_on_sigterm() {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .args([
-            "serve",
-            "--http-addr",
-            "127.0.0.1:0",
-            "--grpc-addr",
-            "127.0.0.1:0",
-            "--worlds",
-            "/nonexistent-bspq-worlds",
-        ])
-        .env_remove("BSPQ_WORLDS")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let addr = loop {
-        let line = lines.next().expect("server logs").expect("utf-8 log");
-        if let Some(rest) = line.split("HTTP listening addr=").nth(1) {
-            break rest.trim().to_owned();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    let base = format!("http://{addr}");
-    let (status, worlds) = get(&base, "/v1/worlds");
+    let mut server = BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    let (status, worlds) = get(&server.http_url(), "/v1/worlds");
     assert_eq!(status, 200);
     assert_eq!(worlds["worlds"][0]["source"], "bundled");
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let exit = child.wait().expect("exits");
+    let exit = server.terminate();
     assert!(exit.success(), "exit status {exit}");
 }

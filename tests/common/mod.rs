@@ -2,6 +2,8 @@
 //! subsets under `tests/data/` (never `/work/shared`).
 #![allow(dead_code)]
 
+pub mod server;
+
 use bspq::compile::CompileOptions;
 use bspq::conformance::read_lines;
 use bspq::query::{Query, QueryLine};

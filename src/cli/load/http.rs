@@ -1,0 +1,104 @@
+//! HTTP load: one blocking client thread per connection.
+
+use super::{Budget, Tally, REQUEST_TIMEOUT};
+use std::time::{Duration, Instant};
+
+/// Request bodies built before the clock starts, so clients spend their time on the wire.
+pub(crate) struct Plan {
+    url: String,
+    bodies: Vec<String>,
+}
+
+impl Plan {
+    pub fn new(base_url: &str, world: &str, lines: &[String], batch: usize) -> Self {
+        let bodies = (0..lines.len().div_ceil(batch))
+            .map(|b| {
+                let queries: Vec<&str> = (0..batch)
+                    .map(|k| lines[(b * batch + k) % lines.len()].as_str())
+                    .collect();
+                format!("{{\"queries\":[{}]}}", queries.join(","))
+            })
+            .collect();
+        Self {
+            url: format!(
+                "{}/v1/worlds/{world}/trace",
+                base_url.trim_end_matches('/')
+            ),
+            bodies,
+        }
+    }
+
+    pub fn run(
+        &self,
+        clients: usize,
+        budget: &Budget,
+        duration: Duration,
+    ) -> anyhow::Result<Tally> {
+        std::thread::scope(|scope| {
+            let (finished_tx, finished_rx) = std::sync::mpsc::channel::<()>();
+            let workers: Vec<_> = (0..clients)
+                .map(|client| {
+                    let finished = finished_tx.clone();
+                    scope.spawn(move || {
+                        let tally = self.client(client, budget);
+                        let _ = finished.send(());
+                        tally
+                    })
+                })
+                .collect();
+            // Until the deadline, unless every client's request budget ends first.
+            let deadline = Instant::now() + duration;
+            for _ in 0..clients {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if finished_rx.recv_timeout(left).is_err() {
+                    break;
+                }
+            }
+            budget
+                .stop
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            let mut total = Tally::default();
+            for worker in workers {
+                let tally = worker
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a load client panicked"))?;
+                total.merge(tally);
+            }
+            Ok(total)
+        })
+    }
+
+    fn client(&self, client: usize, budget: &Budget) -> Tally {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(REQUEST_TIMEOUT))
+            .build()
+            .into();
+        let mut tally = Tally::default();
+        let mut next = client;
+        while budget.claim() {
+            let body = &self.bodies[next % self.bodies.len()];
+            next += 1;
+            let started = Instant::now();
+            let outcome = agent
+                .post(&self.url)
+                .header("Content-Type", "application/json")
+                .send(body.as_str())
+                .map_err(|e| e.to_string())
+                .and_then(|mut response| {
+                    let status = response.status().as_u16();
+                    let text = response
+                        .body_mut()
+                        .read_to_string()
+                        .map_err(|e| e.to_string())?;
+                    if status == 200 {
+                        Ok(())
+                    } else {
+                        Err(format!("HTTP {status}: {text}"))
+                    }
+                });
+            tally.record(started, outcome);
+        }
+        tally
+    }
+}

@@ -1,0 +1,197 @@
+//! Servers for the end-to-end tests: the real server in process on free
+//! loopback ports ([`TestServer`]), or the real binary ([`BinaryServer`]).
+
+use bspq::compile::CompileOptions;
+use bspq::metrics::Metrics;
+use bspq::registry::Registry;
+use bspq::server::{load_initial_worlds, run, ServerOptions};
+use bspq::service::{Limits, Service};
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The admin token every test server accepts.
+pub const TOKEN: &str = "test-token";
+
+/// `bspq::server::run` on its own runtime thread, HTTP and gRPC on free ports.
+pub struct TestServer {
+    /// `http://ADDR` of the HTTP listener.
+    pub base: String,
+    pub http: SocketAddr,
+    pub grpc: SocketAddr,
+    pub registry: Arc<Registry>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl TestServer {
+    /// Serves `worlds_dir` (rescanned every 20 ms) or the bundled world.
+    pub fn start(worlds_dir: Option<PathBuf>, limits: Limits) -> TestServer {
+        let options = ServerOptions {
+            worlds_dir,
+            rescan_interval: Duration::from_millis(20),
+            drain_timeout: Duration::from_secs(20),
+            ..Default::default()
+        };
+        let registry = Arc::new(Registry::new(CompileOptions::default()));
+        load_initial_worlds(&registry, &options).expect("initial worlds");
+        let service = Arc::new(Service::new(
+            Arc::clone(&registry),
+            limits,
+            Some(TOKEN.into()),
+        ));
+        let metrics = Arc::new(Metrics::new().expect("metrics"));
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+                addr_tx.send((http.local_addr()?, grpc.local_addr()?))?;
+                run(service, metrics, options, http, Some(grpc), async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+            })
+        });
+        let (http, grpc) = addr_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("server address");
+        TestServer {
+            base: format!("http://{http}"),
+            http,
+            grpc,
+            registry,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://ADDR` of the gRPC listener.
+    pub fn grpc_url(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    pub async fn channel(&self) -> tonic::transport::Channel {
+        tonic::transport::Channel::from_shared(self.grpc_url())
+            .expect("url")
+            .connect()
+            .await
+            .expect("connects")
+    }
+
+    pub async fn collision(
+        &self,
+    ) -> bspq::proto::v1::collision_client::CollisionClient<tonic::transport::Channel> {
+        bspq::proto::v1::collision_client::CollisionClient::new(self.channel().await)
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX)
+    }
+
+    /// Starts the graceful shutdown without waiting for it.
+    pub fn begin_stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Shuts down and waits: the server's own result.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        self.begin_stop();
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| anyhow::anyhow!("server thread panicked"))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// The real `bspq serve` binary on free loopback ports; killed when dropped
+/// unless [`BinaryServer::terminate`] stopped it first.
+pub struct BinaryServer {
+    child: Option<Child>,
+    pub http: String,
+    pub grpc: String,
+}
+
+impl BinaryServer {
+    /// `bspq serve --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 ARGS…`,
+    /// waiting until both listeners are logged.
+    pub fn start(args: &[&str]) -> BinaryServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args([
+                "serve",
+                "--http-addr",
+                "127.0.0.1:0",
+                "--grpc-addr",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .env_remove("BSPQ_WORLDS")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("bspq serve starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut server = BinaryServer {
+            child: Some(child),
+            http: String::new(),
+            grpc: String::new(),
+        };
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        while server.http.is_empty() || server.grpc.is_empty() {
+            let line = lines.next().expect("server logs").expect("utf-8 log");
+            if let Some(rest) = line.split("HTTP listening addr=").nth(1) {
+                server.http = rest.trim().to_owned();
+            }
+            if let Some(rest) = line.split("gRPC listening addr=").nth(1) {
+                server.grpc = rest.trim().to_owned();
+            }
+        }
+        // Keep draining the log so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        server
+    }
+
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.http)
+    }
+
+    pub fn grpc_url(&self) -> String {
+        format!("http://{}", self.grpc)
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("server still running");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -TERM failed");
+        child.wait().expect("server exits")
+    }
+}
+
+impl Drop for BinaryServer {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
