@@ -64,8 +64,36 @@ impl WorldArgs {
     }
 }
 
+/// Parses the command line; for `serve --config FILE` (or `BSPQ_CONFIG`),
+/// parses again with the file's values as defaults (flags and environment
+/// still win).
+fn parse() -> anyhow::Result<Cli> {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    let first = command.clone().get_matches();
+    let config = match first.subcommand() {
+        Some(("serve", serve)) => serve.get_one::<std::path::PathBuf>("config").cloned(),
+        _ => None,
+    };
+    let matches = match (config, command.find_subcommand("serve").cloned()) {
+        (Some(path), Some(serve)) => {
+            let serve = bspq::config::apply_file(serve, &path)?;
+            command = command.mut_subcommand("serve", move |_| serve);
+            command.get_matches()
+        }
+        _ => first,
+    };
+    Cli::from_arg_matches(&matches).map_err(|e| e.exit())
+}
+
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            eprintln!("bspq: {err:#}");
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Trace(args) => trace::run(args),
         Command::Serve(args) => serve::run_serve(args),
