@@ -204,7 +204,7 @@ pub fn apply_toml(mut serve: Command, text: &str, path: &Path) -> Result<Command
         })?;
     let known = file_keys(&serve);
     for (key, value) in table {
-        if !known.iter().any(|k| *k == key) {
+        if !known.contains(&key) {
             return Err(ConfigError::UnknownKey {
                 path: path.to_owned(),
                 key,

@@ -18,4 +18,5 @@ pub mod service;
 pub mod source;
 pub mod trace;
 pub mod transport;
+pub mod watcher;
 pub mod world;
