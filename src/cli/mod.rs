@@ -3,6 +3,7 @@
 mod bench;
 mod compile;
 mod conformance;
+mod health;
 mod inspect;
 mod load;
 mod serve;
@@ -28,6 +29,8 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Serve worlds over gRPC and HTTP/JSON until SIGINT/SIGTERM.
     Serve(serve::ServeArgs),
+    /// Probe a running server's health (for container and Kubernetes probes): exit 0 when healthy.
+    Health(health::HealthArgs),
     /// Generate load against a running server and print throughput and latency percentiles.
     Load(load::LoadArgs),
     /// Compile a Quake 3 map into a compiled world file.
@@ -99,6 +102,7 @@ pub fn run() -> ExitCode {
         Command::Serve(args) => serve::run_serve(args),
         Command::Compile(args) => compile::run(args),
         Command::Load(args) => load::run(args),
+        Command::Health(args) => health::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
