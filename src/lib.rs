@@ -5,6 +5,7 @@
 //! (the query kernel). The kernel knows nothing of I/O or networking.
 
 pub mod compile;
+pub mod config;
 pub mod conformance;
 pub mod contents;
 pub mod math;
@@ -17,4 +18,5 @@ pub mod service;
 pub mod source;
 pub mod trace;
 pub mod transport;
+pub mod watcher;
 pub mod world;

@@ -7,12 +7,12 @@ use crate::registry::{world_files, Registry};
 use crate::service::Service;
 use crate::transport::grpc::{self, GrpcOptions, GrpcState, COLLISION_SERVICE};
 use crate::transport::http::{router, HttpState};
-use std::collections::HashMap;
+use crate::watcher::{watch_dir, DirState};
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tonic_health::ServingStatus;
 
 /// A Quake 3 map shipped inside the binary, served when no world is given
@@ -25,7 +25,8 @@ pub const BUNDLED_WORLD_NAME: &str = "q3dm6ish";
 pub struct ServerOptions {
     /// Worlds directory to load and watch (`None`: only the bundled world).
     pub worlds_dir: Option<PathBuf>,
-    /// How often the directory is rescanned for new or replaced files.
+    /// How often the directory is rescanned for new or replaced files (a
+    /// fallback: file-system events trigger a scan at once).
     pub rescan_interval: Duration,
     /// How long in-flight requests may take to finish after shutdown starts.
     pub drain_timeout: Duration,
@@ -68,46 +69,6 @@ pub fn load_initial_worlds(registry: &Registry, options: &ServerOptions) -> anyh
     Ok(())
 }
 
-/// A file's identity: replaced files (atomic rename) change inode or mtime.
-fn fingerprint(path: &Path) -> Option<(u64, SystemTime, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.len(), m.modified().ok()?, m.ino()))
-}
-
-/// Rescans `dir` every `interval`, loading new and replaced files off the
-/// request path. Runs until the task is dropped.
-pub async fn watch_dir(registry: Arc<Registry>, dir: PathBuf, interval: Duration) {
-    let mut seen: HashMap<String, (u64, SystemTime, u64)> = HashMap::new();
-    if let Ok(files) = world_files(&dir) {
-        for (name, path) in files {
-            if let Some(fp) = fingerprint(&path) {
-                seen.insert(name, fp);
-            }
-        }
-    }
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        let Ok(files) = world_files(&dir) else {
-            continue;
-        };
-        for (name, path) in files {
-            let Some(fp) = fingerprint(&path) else {
-                continue;
-            };
-            if seen.get(&name) == Some(&fp) {
-                continue;
-            }
-            seen.insert(name.clone(), fp);
-            let registry = Arc::clone(&registry);
-            // Loading and validating is CPU work: keep it off the reactor.
-            let _ = tokio::task::spawn_blocking(move || registry.load_path(&name, &path)).await;
-        }
-    }
-}
-
 /// Sets the health status of the whole server and of the collision service.
 async fn set_health(reporter: &tonic_health::server::HealthReporter, status: ServingStatus) {
     reporter.set_service_status("", status).await;
@@ -143,10 +104,13 @@ pub async fn run(
         .clone()
         .filter(|d| d.is_dir())
         .map(|dir| {
+            let state = DirState::snapshot(&dir);
             tokio::spawn(watch_dir(
                 Arc::clone(&service.registry),
+                Arc::clone(&metrics),
                 dir,
                 options.rescan_interval,
+                state,
             ))
         });
     let app = router(state);

@@ -3,6 +3,7 @@
 mod bench;
 mod compile;
 mod conformance;
+mod health;
 mod inspect;
 mod load;
 mod serve;
@@ -28,6 +29,8 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Serve worlds over gRPC and HTTP/JSON until SIGINT/SIGTERM.
     Serve(serve::ServeArgs),
+    /// Probe a running server's health (for container and Kubernetes probes): exit 0 when healthy.
+    Health(health::HealthArgs),
     /// Generate load against a running server and print throughput and latency percentiles.
     Load(load::LoadArgs),
     /// Compile a Quake 3 map into a compiled world file.
@@ -64,13 +67,42 @@ impl WorldArgs {
     }
 }
 
+/// Parses the command line; for `serve --config FILE` (or `BSPQ_CONFIG`),
+/// parses again with the file's values as defaults (flags and environment
+/// still win).
+fn parse() -> anyhow::Result<Cli> {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut command = Cli::command();
+    let first = command.clone().get_matches();
+    let config = match first.subcommand() {
+        Some(("serve", serve)) => serve.get_one::<std::path::PathBuf>("config").cloned(),
+        _ => None,
+    };
+    let matches = match (config, command.find_subcommand("serve").cloned()) {
+        (Some(path), Some(serve)) => {
+            let serve = bspq::config::apply_file(serve, &path)?;
+            command = command.mut_subcommand("serve", move |_| serve);
+            command.get_matches()
+        }
+        _ => first,
+    };
+    Cli::from_arg_matches(&matches).map_err(|e| e.exit())
+}
+
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            eprintln!("bspq: {err:#}");
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Trace(args) => trace::run(args),
         Command::Serve(args) => serve::run_serve(args),
         Command::Compile(args) => compile::run(args),
         Command::Load(args) => load::run(args),
+        Command::Health(args) => health::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
