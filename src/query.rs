@@ -26,12 +26,17 @@ pub struct QueryLine {
     pub mask: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub point: Option<[f64; 3]>,
+    /// `true`: an any-hit trace (line of sight), answered `{"hit":bool}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub any: Option<bool>,
 }
 
 /// A validated query.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Query {
     Trace(TraceQuery),
+    /// Only whether the trace hits anything (`"any":true`).
+    AnyHit(TraceQuery),
     Point(Vec3),
 }
 
@@ -46,7 +51,7 @@ pub enum QueryError {
     BadCoordinate { field: &'static str },
     #[error("`mins` must not exceed `maxs` on any axis")]
     MinsAboveMaxs,
-    #[error("a point query takes only `point`")]
+    #[error("a point query takes only `point` (and no `any`)")]
     PointWithTrace,
 }
 
@@ -86,6 +91,7 @@ impl QueryLine {
                 || self.end.is_some()
                 || self.mins.is_some()
                 || self.maxs.is_some()
+                || self.any.is_some()
             {
                 return Err(QueryError::PointWithTrace);
             }
@@ -99,13 +105,18 @@ impl QueryLine {
             return Err(QueryError::MinsAboveMaxs);
         }
         let mask = self.mask.unwrap_or(crate::contents::MASK_SOLID);
-        Ok(Query::Trace(TraceQuery {
+        let query = TraceQuery {
             start,
             end,
             mins,
             maxs,
             mask,
-        }))
+        };
+        Ok(if self.any == Some(true) {
+            Query::AnyHit(query)
+        } else {
+            Query::Trace(query)
+        })
     }
 }
 
@@ -115,6 +126,7 @@ impl QueryLine {
 pub enum Answer {
     Trace(TraceAnswer),
     Point(PointAnswer),
+    Hit(HitAnswer),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -132,6 +144,13 @@ pub struct TraceAnswer {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PointAnswer {
     pub contents: u32,
+}
+
+/// The answer to an any-hit trace: `hit` is exactly `fraction < 1` of the
+/// full trace of the same line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HitAnswer {
+    pub hit: bool,
 }
 
 impl From<&TraceResult> for TraceAnswer {
@@ -166,10 +185,25 @@ pub fn answer(
         Query::Trace(q) => {
             Answer::Trace(TraceAnswer::from(&crate::trace::trace(world, q, scratch)))
         }
+        Query::AnyHit(q) => Answer::Hit(HitAnswer {
+            hit: crate::trace::any_hit(world, q, scratch),
+        }),
         Query::Point(p) => Answer::Point(PointAnswer {
             contents: crate::trace::point_contents(world, *p),
         }),
     }
+}
+
+/// Answers validated queries in order through the batch runner (large
+/// lists are split across threads); each answer is the one [`answer`] gives.
+pub fn answer_all(
+    world: &crate::world::World,
+    queries: &[Query],
+    options: &crate::trace::BatchOptions,
+) -> Vec<Answer> {
+    crate::trace::run_batch(queries.len(), options, |i, scratch| {
+        answer(world, scratch, &queries[i])
+    })
 }
 
 /// The JSON error line written in place of an answer to a bad query line.

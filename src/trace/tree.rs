@@ -4,7 +4,7 @@ use super::brush::{box_in_brush, trace_through_brush};
 use super::patch::{position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
-use crate::world::{Brush, Leaf, Patch, World};
+use crate::world::{Brush, KernelNode, Leaf, Patch, World};
 
 /// What one trace's walk did, counted when asked for (`trace_with_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,10 +61,77 @@ pub(crate) struct Segment {
     p2: Vec3,
 }
 
+/// One node as the walk reads it: plane, children, and what lies below each child.
+struct NodeView {
+    normal: Vec3,
+    dist: f32,
+    children: [i32; 2],
+    /// OR of the contents below each child (all ones when unknown).
+    below: [u32; 2],
+}
+
+/// Where the walk reads nodes from. Both sources give the same planes and
+/// children, so the walk does the same arithmetic in the same order.
+trait Nodes {
+    fn get(&self, index: i32) -> NodeView;
+}
+
+/// The reference: `nodes` and `planes` of the file, nothing known below.
+struct FileNodes<'a, 'w>(&'a World<'w>);
+
+impl Nodes for FileNodes<'_, '_> {
+    #[inline(always)]
+    fn get(&self, index: i32) -> NodeView {
+        let node = &self.0.nodes[index as usize];
+        let plane = &self.0.planes[node.plane as usize];
+        NodeView {
+            normal: plane.normal(),
+            dist: plane.dist,
+            children: node.children,
+            below: [u32::MAX; 2],
+        }
+    }
+}
+
+/// The kernel nodes: plane inline, contents below each child.
+struct PackedNodes<'w>(&'w [KernelNode]);
+
+impl Nodes for PackedNodes<'_> {
+    #[inline(always)]
+    fn get(&self, index: i32) -> NodeView {
+        let node = &self.0[index as usize];
+        NodeView {
+            normal: Vec3::from_array(node.normal),
+            dist: node.dist,
+            children: node.children,
+            below: node.contents_below,
+        }
+    }
+}
+
 /// Traces the whole move through the tree from the root, nearest side first,
 /// with an explicit stack of the far sides still to visit.
 pub(crate) fn trace_tree<P: Probe>(
     world: &World,
+    w: &mut TraceWork,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) {
+    if world.kernel_nodes.len() == world.nodes.len() && !world.nodes.is_empty() {
+        let below = world.kernel_nodes[0].contents_below;
+        if (below[0] | below[1]) & w.mask == 0 {
+            // Nothing anywhere in the mask.
+            return;
+        }
+        walk_from_root(world, &PackedNodes(world.kernel_nodes), w, scratch, probe);
+    } else {
+        walk_from_root(world, &FileNodes(world), w, scratch, probe);
+    }
+}
+
+fn walk_from_root<P: Probe, N: Nodes>(
+    world: &World,
+    nodes: &N,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     probe: &mut P,
@@ -82,20 +149,29 @@ pub(crate) fn trace_tree<P: Probe>(
     // is a constant.
     if w.is_point {
         while let Some(seg) = stack.pop() {
-            walk_segment::<P, true>(world, w, scratch, seg, &mut stack, probe);
+            walk_segment::<P, N, true>(world, nodes, w, scratch, seg, &mut stack, probe);
+            if w.stop_at_any_hit && w.result.fraction < 1.0 {
+                break;
+            }
         }
     } else {
         while let Some(seg) = stack.pop() {
-            walk_segment::<P, false>(world, w, scratch, seg, &mut stack, probe);
+            walk_segment::<P, N, false>(world, nodes, w, scratch, seg, &mut stack, probe);
+            if w.stop_at_any_hit && w.result.fraction < 1.0 {
+                break;
+            }
         }
     }
     scratch.segment_stack = stack;
 }
 
-/// Descends from `seg.child` along the near side, pushing far sides.
+/// Descends from `seg.child` along the near side, pushing far sides. Children
+/// with nothing in the mask below them are not entered: they hold nothing
+/// the trace could touch, so the answer is the same without them.
 #[inline]
-fn walk_segment<P: Probe, const RAY: bool>(
+fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
     world: &World,
+    nodes: &N,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     seg: Segment,
@@ -114,15 +190,15 @@ fn walk_segment<P: Probe, const RAY: bool>(
         return;
     }
     let extents = w.extents;
+    let mask = w.mask;
     while child >= 0 {
         probe.node();
-        let node = &world.nodes[child as usize];
-        let plane = &world.planes[node.plane as usize];
-        let normal = plane.normal();
+        let node = nodes.get(child);
+        let normal = node.normal;
         // A full dot product gives the same bits as reading one component
         // of an axial plane, without the branch.
-        let t1 = normal.dot(p1) - plane.dist;
-        let t2 = normal.dot(p2) - plane.dist;
+        let t1 = normal.dot(p1) - node.dist;
+        let t2 = normal.dot(p2) - node.dist;
         // How far the box reaches along the normal, plus the slack. For an
         // axial plane |n|·e is exactly the one extent, so no branch on the axis.
         let reach = if RAY {
@@ -131,10 +207,16 @@ fn walk_segment<P: Probe, const RAY: bool>(
             normal.abs().dot(extents) + TREE_WALK_SLACK
         };
         if t1 >= reach && t2 >= reach {
+            if node.below[0] & mask == 0 {
+                return;
+            }
             child = node.children[0];
             continue;
         }
         if t1 < -reach && t2 < -reach {
+            if node.below[1] & mask == 0 {
+                return;
+            }
             child = node.children[1];
             continue;
         }
@@ -148,14 +230,19 @@ fn walk_segment<P: Probe, const RAY: bool>(
         } else {
             (0usize, 1.0, 0.0)
         };
-        let frac2 = frac_far_start.clamp(0.0, 1.0);
-        stack.push(Segment {
-            child: node.children[near ^ 1],
-            f1: p1f + (f2 - p1f) * frac2,
-            f2,
-            p1: p1 + (p2 - p1) * frac2,
-            p2,
-        });
+        if node.below[near ^ 1] & mask != 0 {
+            let frac2 = frac_far_start.clamp(0.0, 1.0);
+            stack.push(Segment {
+                child: node.children[near ^ 1],
+                f1: p1f + (f2 - p1f) * frac2,
+                f2,
+                p1: p1 + (p2 - p1) * frac2,
+                p2,
+            });
+        }
+        if node.below[near] & mask == 0 {
+            return;
+        }
         let frac = frac_near_end.clamp(0.0, 1.0);
         f2 = p1f + (f2 - p1f) * frac;
         p2 = p1 + (p2 - p1) * frac;
@@ -185,11 +272,14 @@ fn trace_leaf<P: Probe>(
         if w.result.allsolid || w.result.fraction == 0.0 {
             return;
         }
+        if w.stop_at_any_hit && w.result.fraction < 1.0 {
+            return;
+        }
     }
     for patch in new_patches(world, scratch, leaf, w.mask) {
         probe.patch();
         trace_through_patch(world, patch, w);
-        if w.result.allsolid {
+        if w.result.allsolid || (w.stop_at_any_hit && w.result.fraction < 1.0) {
             return;
         }
     }

@@ -68,6 +68,9 @@ pub(crate) struct TraceWork {
     pub bounds: [Vec3; 2],
     pub is_point: bool,
     pub mask: u32,
+    /// Any-hit query: stop at the first contact (the answer is then only
+    /// whether `fraction < 1`).
+    pub stop_at_any_hit: bool,
     pub result: TraceResult,
 }
 
@@ -97,6 +100,7 @@ impl TraceWork {
             bounds,
             is_point,
             mask: q.mask,
+            stop_at_any_hit: false,
             result: TraceResult::default(),
         }
     }
