@@ -4,7 +4,7 @@ use super::brush::{box_in_brush, trace_through_brush};
 use super::patch::{position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
-use crate::world::{Brush, KernelNode, Leaf, Patch, World};
+use crate::world::{Brush, KernelTree, Leaf, Patch, World};
 
 /// What one trace's walk did, counted when asked for (`trace_with_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -68,18 +68,33 @@ struct NodeView {
     children: [i32; 2],
     /// OR of the contents below each child (all ones when unknown).
     below: [u32; 2],
+    /// Bounds of everything below (see `world::kernel`); only read when
+    /// [`Nodes::BOUNDED`].
+    mins: Vec3,
+    maxs: Vec3,
 }
 
 /// Where the walk reads nodes from. Both sources give the same planes and
 /// children, so the walk does the same arithmetic in the same order.
 trait Nodes {
+    /// Whether nodes carry bounds and brushes cull boxes.
+    const BOUNDED: bool;
     fn get(&self, index: i32) -> NodeView;
+    /// Whether brush `b` can be touched by a move within `bounds`.
+    fn may_touch_brush(&self, b: usize, bounds: &[Vec3; 2]) -> bool;
 }
 
 /// The reference: `nodes` and `planes` of the file, nothing known below.
 struct FileNodes<'a, 'w>(&'a World<'w>);
 
 impl Nodes for FileNodes<'_, '_> {
+    const BOUNDED: bool = false;
+
+    #[inline(always)]
+    fn may_touch_brush(&self, _b: usize, _bounds: &[Vec3; 2]) -> bool {
+        true
+    }
+
     #[inline(always)]
     fn get(&self, index: i32) -> NodeView {
         let node = &self.0.nodes[index as usize];
@@ -89,22 +104,34 @@ impl Nodes for FileNodes<'_, '_> {
             dist: plane.dist,
             children: node.children,
             below: [u32::MAX; 2],
+            mins: Vec3::NEG_INFINITY,
+            maxs: Vec3::INFINITY,
         }
     }
 }
 
-/// The kernel nodes: plane inline, contents below each child.
-struct PackedNodes<'w>(&'w [KernelNode]);
+/// The kernel nodes: plane inline, contents below each child, bounds.
+struct PackedNodes<'w>(&'w KernelTree);
 
 impl Nodes for PackedNodes<'_> {
+    const BOUNDED: bool = true;
+
+    #[inline(always)]
+    fn may_touch_brush(&self, b: usize, bounds: &[Vec3; 2]) -> bool {
+        let [lo, hi] = self.0.brush_bounds[b];
+        overlaps(bounds, Vec3::from_array(lo), Vec3::from_array(hi))
+    }
+
     #[inline(always)]
     fn get(&self, index: i32) -> NodeView {
-        let node = &self.0[index as usize];
+        let node = &self.0.nodes[index as usize];
         NodeView {
             normal: Vec3::from_array(node.normal),
             dist: node.dist,
             children: node.children,
             below: node.contents_below,
+            mins: Vec3::from_array(node.mins),
+            maxs: Vec3::from_array(node.maxs),
         }
     }
 }
@@ -117,20 +144,22 @@ pub(crate) fn trace_tree<P: Probe>(
     scratch: &mut Scratch,
     probe: &mut P,
 ) {
-    if world.kernel_nodes.len() == world.nodes.len() && !world.nodes.is_empty() {
-        let below = world.kernel_nodes[0].contents_below;
+    let kernel = world.kernel;
+    if kernel.matches(world) {
+        let below = kernel.nodes[0].contents_below;
         if (below[0] | below[1]) & w.mask == 0 {
             // Nothing anywhere in the mask.
             return;
         }
-        walk_from_root(world, &PackedNodes(world.kernel_nodes), w, scratch, probe);
+        walk_from(world, 0, &PackedNodes(kernel), w, scratch, probe);
     } else {
-        walk_from_root(world, &FileNodes(world), w, scratch, probe);
+        walk_from(world, world.root(), &FileNodes(world), w, scratch, probe);
     }
 }
 
-fn walk_from_root<P: Probe, N: Nodes>(
+fn walk_from<P: Probe, N: Nodes>(
     world: &World,
+    root: i32,
     nodes: &N,
     w: &mut TraceWork,
     scratch: &mut Scratch,
@@ -139,7 +168,7 @@ fn walk_from_root<P: Probe, N: Nodes>(
     let mut stack = std::mem::take(&mut scratch.segment_stack);
     stack.clear();
     stack.push(Segment {
-        child: world.root(),
+        child: root,
         f1: 0.0,
         f2: 1.0,
         p1: w.start,
@@ -194,6 +223,10 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
     while child >= 0 {
         probe.node();
         let node = nodes.get(child);
+        // Nothing below lies near enough to the swept box to be touched.
+        if N::BOUNDED && !overlaps(&w.bounds, node.mins, node.maxs) {
+            return;
+        }
         let normal = node.normal;
         // A full dot product gives the same bits as reading one component
         // of an axial plane, without the branch.
@@ -250,6 +283,7 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
     }
     trace_leaf(
         world,
+        nodes,
         w,
         scratch,
         &world.leaves[(-1 - child) as usize],
@@ -257,15 +291,25 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
     );
 }
 
-fn trace_leaf<P: Probe>(
+/// Whether the box `b` overlaps `lo..=hi`.
+#[inline(always)]
+fn overlaps(b: &[Vec3; 2], lo: Vec3, hi: Vec3) -> bool {
+    b[0].cmple(hi).all() && b[1].cmpge(lo).all()
+}
+
+fn trace_leaf<P: Probe, N: Nodes>(
     world: &World,
+    nodes: &N,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     leaf: &Leaf,
     probe: &mut P,
 ) {
     probe.leaf(leaf);
-    for brush in new_brushes(world, scratch, leaf, w.mask) {
+    for (index, brush) in new_brushes(world, scratch, leaf, w.mask) {
+        if !nodes.may_touch_brush(index, &w.bounds) {
+            continue;
+        }
         probe.brush();
         trace_through_brush(world, brush, w);
         // Like the reference, stop at a contact at the very start.
@@ -286,20 +330,21 @@ fn trace_leaf<P: Probe>(
 }
 
 /// The brushes of `leaf` this query meets for the first time whose contents
-/// meet `mask`, in leaf order (the reference's tie-breaking order).
+/// meet `mask`, with their indices, in leaf order (the reference's
+/// tie-breaking order).
 fn new_brushes<'w, 's>(
     world: &World<'w>,
     scratch: &'s mut Scratch,
     leaf: &Leaf,
     mask: u32,
-) -> impl Iterator<Item = &'w Brush> + use<'w, 's> {
+) -> impl Iterator<Item = (usize, &'w Brush)> + use<'w, 's> {
     let brushes = world.brushes;
     let first = leaf.first_brush as usize;
     world.leaf_brushes[first..first + leaf.num_brushes as usize]
         .iter()
         .filter(move |&&b| scratch.first_visit_brush(b as usize))
-        .map(move |&b| &brushes[b as usize])
-        .filter(move |b| b.contents & mask != 0)
+        .map(move |&b| (b as usize, &brushes[b as usize]))
+        .filter(move |(_, b)| b.contents & mask != 0)
 }
 
 /// As [`new_brushes`], for patches.
@@ -389,7 +434,7 @@ fn test_in_leaf<P: Probe>(
     probe: &mut P,
 ) {
     probe.leaf(leaf);
-    for brush in new_brushes(world, scratch, leaf, w.mask) {
+    for (_, brush) in new_brushes(world, scratch, leaf, w.mask) {
         probe.brush();
         if box_in_brush(world, brush, w) {
             set_inside(w, brush.contents);

@@ -64,7 +64,8 @@ pub(crate) struct TraceWork {
     /// `offsets[sign_bits]`: the box corner furthest along the negative of a
     /// normal with those sign bits.
     pub offsets: [Vec3; 8],
-    /// Swept bounds of the box.
+    /// Swept bounds of the box: every position of the shape along the move
+    /// lies inside (the walk skips what lies further than a margin outside).
     pub bounds: [Vec3; 2],
     pub is_point: bool,
     pub mask: u32,

@@ -349,7 +349,7 @@ pub fn view<'a>(
         facet_borders: section(bytes, layout, SectionKind::FacetBorders)?,
         mins: meta.mins,
         maxs: meta.maxs,
-        kernel_nodes: &[],
+        kernel: &super::kernel::EMPTY,
     })
 }
 

@@ -4,7 +4,7 @@ use crate::compile::{compile_q3, CompileError, CompileOptions};
 use crate::source::{pk3, q3bsp, Q3Bsp, SourceError};
 use crate::world::format::{self, FileMeta, FormatError, Layout};
 use crate::world::validate::validate;
-use crate::world::{kernel, KernelNode, World, WorldData};
+use crate::world::{kernel, KernelTree, World, WorldData};
 use bytemuck::Zeroable;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -162,7 +162,7 @@ enum Storage {
         bytes: FileBytes,
         layout: Layout,
         meta: FileMeta,
-        kernel_nodes: Vec<KernelNode>,
+        kernel: KernelTree,
     },
 }
 
@@ -202,19 +202,12 @@ impl LoadedWorld {
                 bytes,
                 layout,
                 meta,
-                kernel_nodes,
+                kernel,
             } => {
                 // Loading validated every section, so the casts succeed.
                 let world = format::view(bytes.as_slice(), layout, meta)
                     .unwrap_or_else(|_| EMPTY_DATA.view());
-                World {
-                    kernel_nodes: if kernel_nodes.len() == world.nodes.len() {
-                        kernel_nodes
-                    } else {
-                        &[]
-                    },
-                    ..world
-                }
+                World { kernel, ..world }
             }
         }
     }
@@ -257,7 +250,7 @@ impl LoadedWorld {
     /// A world compiled in memory (validated like a loaded file).
     pub fn from_data(mut data: WorldData) -> Result<Self, LoadError> {
         validate(&data.view())?;
-        data.kernel_nodes = kernel::build(&data.view());
+        data.kernel = kernel::build(&data.view());
         Ok(Self {
             storage: Storage::Built(data),
         })
@@ -269,13 +262,13 @@ impl LoadedWorld {
         let meta = format::read_meta(raw, &layout)?;
         let world = format::view(raw, &layout, &meta)?;
         validate(&world)?;
-        let kernel_nodes = kernel::build(&world);
+        let kernel = kernel::build(&world);
         Ok(Self {
             storage: Storage::File {
                 bytes,
                 layout,
                 meta,
-                kernel_nodes,
+                kernel,
             },
         })
     }

@@ -8,7 +8,7 @@ pub mod validate;
 
 use crate::math::{Plane as MathPlane, Vec3};
 use bytemuck::{Pod, Zeroable};
-pub use kernel::KernelNode;
+pub use kernel::{KernelNode, KernelTree};
 
 /// A plane with its axis and sign bits precomputed for the kernel.
 #[repr(C)]
@@ -191,7 +191,7 @@ pub struct WorldData {
     pub maxs: [f32; 3],
     /// Derived when the world is loaded ([`kernel::build`]); empty until then
     /// (the kernel then walks `nodes` and `planes` directly).
-    pub kernel_nodes: Vec<KernelNode>,
+    pub kernel: KernelTree,
 }
 
 impl WorldData {
@@ -212,7 +212,7 @@ impl WorldData {
             facet_borders: &self.facet_borders,
             mins: self.mins,
             maxs: self.maxs,
-            kernel_nodes: &self.kernel_nodes,
+            kernel: &self.kernel,
         }
     }
 
@@ -240,16 +240,16 @@ pub struct World<'a> {
     pub facet_borders: &'a [FacetBorder],
     pub mins: [f32; 3],
     pub maxs: [f32; 3],
-    /// The kernel's node records, one per node, or empty: the kernel then
-    /// reads `nodes` and `planes` (the reference walk).
-    pub kernel_nodes: &'a [KernelNode],
+    /// The kernel's derived tree, or an empty one: the kernel then reads
+    /// `nodes` and `planes` (the reference walk).
+    pub kernel: &'a KernelTree,
 }
 
 impl World<'_> {
     /// This world without its kernel nodes: traces take the reference walk.
     pub fn reference(&self) -> Self {
         World {
-            kernel_nodes: &[],
+            kernel: &kernel::EMPTY,
             ..*self
         }
     }
