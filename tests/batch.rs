@@ -316,3 +316,58 @@ fn inconsistent_batches_are_errors() {
         })
     );
 }
+
+/// Moves that graze brushes (parallel to a face of a brush's box, from half
+/// a unit inside to three units outside): where skipping by bounds could go
+/// wrong, the kernel must still answer as the reference walk does.
+#[test]
+fn grazing_moves_match_the_reference_walk() {
+    use bspq::math::Vec3;
+    for map in MAPS {
+        let loaded = load_world(map, true);
+        let world = loaded.view();
+        let reference = world.reference();
+        let mut rng = Rng(0x96a2_e000 + map.len() as u64);
+        let mut unit = move || (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
+        let mut scratch = Scratch::new();
+        let mut hits = 0;
+        for i in 0..20_000 {
+            let b = &world.brushes[(unit() * world.brushes.len() as f32) as usize];
+            let (mins, maxs) = (Vec3::from_array(b.mins), Vec3::from_array(b.maxs));
+            let axis = (unit() * 3.0) as usize % 3;
+            let ext = if i % 2 == 0 {
+                Vec3::ZERO
+            } else {
+                Vec3::new(unit() * 16.0, unit() * 16.0, unit() * 32.0)
+            };
+            let off = unit() * 3.5 - 0.5;
+            let mut start = mins - Vec3::splat(4.0)
+                + (maxs - mins + Vec3::splat(8.0)) * Vec3::new(unit(), unit(), unit());
+            start[axis] = if unit() < 0.5 {
+                maxs[axis] + ext[axis] + off
+            } else {
+                mins[axis] - ext[axis] - off
+            };
+            let mut delta = (Vec3::new(unit(), unit(), unit()) - 0.5) * 128.0;
+            delta[axis] = (unit() - 0.5) * 0.5;
+            let q = TraceQuery {
+                start,
+                end: start + delta,
+                mins: -ext,
+                maxs: ext,
+                mask: if i % 3 == 0 { u32::MAX } else { 1 },
+            };
+            let want = trace(&reference, &q, &mut scratch);
+            let got = trace(&world, &q, &mut scratch);
+            assert_eq!(bits(&got), bits(&want), "{map}: grazing move {i} {q:?}");
+            assert_eq!(
+                any_hit(&world, &q, &mut scratch),
+                want.fraction < 1.0,
+                "{map}: grazing any-hit {i}"
+            );
+            hits += (want.fraction < 1.0) as usize;
+        }
+        // The moves do touch brushes often: the test is not vacuous.
+        assert!(hits > 2_000, "{map}: only {hits} grazing moves hit");
+    }
+}
