@@ -10,6 +10,7 @@
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::Vec3;
 use crate::world::World;
+use rayon::prelude::*;
 use std::cell::RefCell;
 use thiserror::Error;
 
@@ -236,8 +237,8 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
 }
 
-/// Runs `answer(i)` for `i` in `0..n`, results in order: contiguous chunks
-/// on up to `options.threads` threads, the first on the calling thread.
+/// Runs `answer(i)` for `i` in `0..n`, results in order: one contiguous
+/// chunk per thread, on the calling thread alone or on rayon's global pool.
 pub fn run<R, F>(n: usize, options: &BatchOptions, answer: F) -> Vec<R>
 where
     R: Send,
@@ -266,17 +267,10 @@ where
     if threads <= 1 {
         answer_chunk(0, &mut out);
     } else {
-        std::thread::scope(|s| {
-            let mut chunks = out.chunks_mut(chunk).enumerate();
-            let own = chunks.next();
-            for (c, slots) in chunks {
-                let answer_chunk = &answer_chunk;
-                s.spawn(move || answer_chunk(c * chunk, slots));
-            }
-            if let Some((_, slots)) = own {
-                answer_chunk(0, slots);
-            }
-        });
+        // Rayon's pool keeps its threads (and their scratch) between batches.
+        out.par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(c, slots)| answer_chunk(c * chunk, slots));
     }
     // Every slot was filled above.
     out.into_iter().flatten().collect()
