@@ -35,9 +35,22 @@ pub struct QueryLine {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Query {
     Trace(TraceQuery),
-    /// Only whether the trace hits anything (`"any":true`).
-    AnyHit(TraceQuery),
     Point(Vec3),
+}
+
+/// A validated line: a query and how to answer it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Request {
+    /// Answered in full ([`answer`]).
+    Query(Query),
+    /// `"any":true`: only whether the trace touches anything in its mask.
+    AnyHit(TraceQuery),
+}
+
+impl From<Query> for Request {
+    fn from(q: Query) -> Self {
+        Request::Query(q)
+    }
 }
 
 /// Why a query was rejected; `code` is stable and machine-readable.
@@ -84,7 +97,8 @@ impl QueryLine {
         serde_json::from_str(line).map_err(|e| QueryError::Malformed(e.to_string()))
     }
 
-    /// Checks the line and turns it into a query.
+    /// Checks the line and turns it into the query it describes (how to
+    /// answer it, `any`, is read by [`QueryLine::request`]).
     pub fn validate(&self) -> Result<Query, QueryError> {
         if let Some(p) = self.point {
             if self.start.is_some()
@@ -105,17 +119,21 @@ impl QueryLine {
             return Err(QueryError::MinsAboveMaxs);
         }
         let mask = self.mask.unwrap_or(crate::contents::MASK_SOLID);
-        let query = TraceQuery {
+        Ok(Query::Trace(TraceQuery {
             start,
             end,
             mins,
             maxs,
             mask,
-        };
-        Ok(if self.any == Some(true) {
-            Query::AnyHit(query)
-        } else {
-            Query::Trace(query)
+        }))
+    }
+
+    /// Checks the line and says what to answer: the query in full, or
+    /// (`"any":true`) only whether the trace hits anything.
+    pub fn request(&self) -> Result<Request, QueryError> {
+        Ok(match (self.validate()?, self.any) {
+            (Query::Trace(q), Some(true)) => Request::AnyHit(q),
+            (q, _) => Request::Query(q),
         })
     }
 }
@@ -185,24 +203,35 @@ pub fn answer(
         Query::Trace(q) => {
             Answer::Trace(TraceAnswer::from(&crate::trace::trace(world, q, scratch)))
         }
-        Query::AnyHit(q) => Answer::Hit(HitAnswer {
-            hit: crate::trace::any_hit(world, q, scratch),
-        }),
         Query::Point(p) => Answer::Point(PointAnswer {
             contents: crate::trace::point_contents(world, *p),
         }),
     }
 }
 
-/// Answers validated queries in order through the batch runner (large
-/// lists are split across threads); each answer is the one [`answer`] gives.
+/// Answers one validated line.
+pub fn answer_request(
+    world: &crate::world::World,
+    scratch: &mut crate::trace::Scratch,
+    request: &Request,
+) -> Answer {
+    match request {
+        Request::Query(q) => answer(world, scratch, q),
+        Request::AnyHit(q) => Answer::Hit(HitAnswer {
+            hit: crate::trace::any_hit(world, q, scratch),
+        }),
+    }
+}
+
+/// Answers validated lines in order through the batch runner (large lists
+/// are split across threads); each answer is the one [`answer_request`] gives.
 pub fn answer_all(
     world: &crate::world::World,
-    queries: &[Query],
+    requests: &[Request],
     options: &crate::trace::BatchOptions,
 ) -> Vec<Answer> {
-    crate::trace::run_batch(queries.len(), options, |i, scratch| {
-        answer(world, scratch, &queries[i])
+    crate::trace::run_batch(requests.len(), options, |i, scratch| {
+        answer_request(world, scratch, &requests[i])
     })
 }
 

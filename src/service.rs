@@ -2,7 +2,7 @@
 //! batches, describing worlds, and the one table that maps every error to an
 //! HTTP status and a gRPC code. Transports convert wire types and call this.
 
-use crate::query::{answer_all, Answer, Query, QueryError, QueryLine};
+use crate::query::{answer_all, Answer, QueryError, QueryLine, Request};
 use crate::registry::{valid_world_name, Registry, WorldVersion};
 use crate::trace::BatchOptions;
 use serde::Serialize;
@@ -195,10 +195,10 @@ impl Service {
             .iter()
             .enumerate()
             .map(|(index, line)| {
-                line.validate()
+                line.request()
                     .map_err(|error| ServiceError::BadQuery { index, error })
             })
-            .collect::<Result<Vec<Query>, _>>()?;
+            .collect::<Result<Vec<Request>, _>>()?;
         Ok(self.run(&version, &queries))
     }
 
@@ -224,7 +224,7 @@ impl Service {
 
     /// Runs validated queries against one version through the batch
     /// runner: large batches are split across cores, answers stay in order.
-    pub fn run(&self, version: &WorldVersion, queries: &[Query]) -> BatchAnswer {
+    pub fn run(&self, version: &WorldVersion, queries: &[Request]) -> BatchAnswer {
         let world = version.world.view();
         let results = answer_all(&world, queries, &self.batch);
         BatchAnswer {

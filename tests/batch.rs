@@ -4,7 +4,9 @@
 
 mod common;
 
-use bspq::query::{answer, answer_all, Answer, HitAnswer, Query, QueryError, QueryLine};
+use bspq::query::{
+    answer_all, answer_request, Answer, HitAnswer, Query, QueryError, QueryLine, Request,
+};
 use bspq::trace::{
     any_hit, any_hit_batch, trace, trace_batch, trace_queries, BatchError, BatchOptions,
     BatchResults, Scratch, TraceBatch, TraceQuery, TraceResult,
@@ -55,7 +57,7 @@ fn traces(map: &str) -> Vec<TraceQuery> {
         .iter()
         .flat_map(|set| load_set(map, set, true).queries)
         .filter_map(|line| match parse_query(&line) {
-            Query::Trace(q) | Query::AnyHit(q) => Some(q),
+            Query::Trace(q) => Some(q),
             Query::Point(_) => None,
         })
         .collect()
@@ -212,7 +214,7 @@ fn any_hit_lines_agree_with_the_oracle() {
                     continue;
                 }
                 q.any = Some(true);
-                queries.push(q.validate().expect("oracle line"));
+                queries.push(q.request().expect("oracle line"));
                 let e: serde_json::Value = serde_json::from_str(expected).expect("oracle answer");
                 want.push(e["fraction"].as_f64().expect("fraction") < 1.0);
             }
@@ -240,27 +242,27 @@ fn any_hit_lines_agree_with_the_oracle() {
 fn mixed_batches_answer_in_order() {
     let loaded = load_world("q3dm6ish", true);
     let world = loaded.view();
-    let mut queries = Vec::new();
+    let mut queries: Vec<Request> = Vec::new();
     for set in ["points", "rays", "boxes", "extras"] {
         queries.extend(
             load_set("q3dm6ish", set, true)
                 .queries
                 .iter()
-                .map(|l| parse_query(l)),
+                .map(|l| Request::from(parse_query(l))),
         );
     }
     let mut rng = Rng(7);
     rng.shuffle(&mut queries);
     // Every third trace asks any-hit instead.
     for (i, q) in queries.iter_mut().enumerate() {
-        if let (0, Query::Trace(t)) = (i % 3, *q) {
-            *q = Query::AnyHit(t);
+        if let (0, Request::Query(Query::Trace(t))) = (i % 3, *q) {
+            *q = Request::AnyHit(t);
         }
     }
     let mut scratch = Scratch::new();
     let one_by_one: Vec<Answer> = queries
         .iter()
-        .map(|q| answer(&world, &mut scratch, q))
+        .map(|q| answer_request(&world, &mut scratch, q))
         .collect();
     for threads in [1, 2] {
         let options = BatchOptions {
@@ -274,11 +276,11 @@ fn mixed_batches_answer_in_order() {
 #[test]
 fn any_lines_parse_and_answer_hit() {
     let line = r#"{"start":[0,0,0],"end":[0,0,-100000],"any":true}"#;
-    let q = QueryLine::parse(line).unwrap().validate().unwrap();
-    assert!(matches!(q, Query::AnyHit(_)));
+    let q = QueryLine::parse(line).unwrap().request().unwrap();
+    assert!(matches!(q, Request::AnyHit(_)));
     let no = r#"{"start":[0,0,0],"end":[1,0,0],"any":false}"#;
-    let q = QueryLine::parse(no).unwrap().validate().unwrap();
-    assert!(matches!(q, Query::Trace(_)));
+    let q = QueryLine::parse(no).unwrap().request().unwrap();
+    assert!(matches!(q, Request::Query(Query::Trace(_))));
     let bad = r#"{"point":[0,0,0],"any":true}"#;
     assert_eq!(
         QueryLine::parse(bad).unwrap().validate(),

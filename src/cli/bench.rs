@@ -70,12 +70,11 @@ fn counter_summary(values: &mut [u32]) -> (f64, u32) {
     (mean, p99)
 }
 
-/// Walk counters over `traces` (full traces, or any-hit): name → (mean, p99).
-fn walk_stats(
-    world: &World,
-    traces: &[TraceQuery],
-    any_hit: bool,
-) -> Vec<(&'static str, f64, u32)> {
+/// One walk counter summarised: name, mean, p99.
+type Counter = (&'static str, f64, u32);
+
+/// Walk counters over `traces` (full traces, or any-hit).
+fn walk_stats(world: &World, traces: &[TraceQuery], any_hit: bool) -> Vec<Counter> {
     let mut scratch = Scratch::new();
     let all: Vec<WalkStats> = traces
         .iter()
@@ -88,8 +87,9 @@ fn walk_stats(
         })
         .collect();
     type Field = (&'static str, fn(&WalkStats) -> u32);
-    let fields: [Field; 5] = [
+    let fields: [Field; 6] = [
         ("nodes", |s| s.nodes),
+        ("culled", |s| s.culled),
         ("leaves", |s| s.leaves),
         ("full_leaves", |s| s.full_leaves),
         ("brushes", |s| s.brushes),
@@ -340,7 +340,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut rejected = 0usize;
     for (index, line) in lines.iter().enumerate() {
         match QueryLine::parse(line).and_then(|q| q.validate()) {
-            Ok(Query::Trace(q) | Query::AnyHit(q)) => traces.push(q),
+            Ok(Query::Trace(q)) => traces.push(q),
             Ok(Query::Point(p)) => points.push(p),
             Err(err) => {
                 rejected += 1;
@@ -414,7 +414,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .filter(|q| q.mins != q.maxs)
         .copied()
         .collect();
-    let kind_counters: Vec<(&str, Vec<(&'static str, f64, u32)>)> = if args.stats {
+    let kind_counters: Vec<(&str, Vec<Counter>)> = if args.stats {
         [
             ("rays", &ray_list, false),
             ("boxes", &box_list, false),

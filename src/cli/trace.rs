@@ -5,7 +5,7 @@ use super::WorldArgs;
 use anyhow::Context;
 use bspq::proto::v1 as pb;
 use bspq::query::{
-    answer_all, error_json, Answer, HitAnswer, PointAnswer, Query, QueryError, QueryLine,
+    answer_all, error_json, Answer, HitAnswer, PointAnswer, Query, QueryError, QueryLine, Request,
     TraceAnswer,
 };
 use bspq::trace::BatchOptions;
@@ -44,7 +44,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut failed = 0usize;
     let mut lines = stdin.lines().enumerate();
-    let mut chunk: Vec<(usize, Result<Query, QueryError>)> = Vec::with_capacity(batch);
+    let mut chunk: Vec<(usize, Result<Request, QueryError>)> = Vec::with_capacity(batch);
     loop {
         chunk.clear();
         for (index, line) in lines.by_ref() {
@@ -52,7 +52,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
             if line.trim().is_empty() {
                 continue;
             }
-            chunk.push((index, QueryLine::parse(&line).and_then(|q| q.validate())));
+            chunk.push((index, QueryLine::parse(&line).and_then(|q| q.request())));
             if chunk.len() == batch {
                 break;
             }
@@ -60,7 +60,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         if chunk.is_empty() {
             break;
         }
-        let queries: Vec<Query> = chunk.iter().filter_map(|(_, q)| q.clone().ok()).collect();
+        let queries: Vec<Request> = chunk.iter().filter_map(|(_, q)| q.clone().ok()).collect();
         let mut answers = answer_all(&world, &queries, &options).into_iter();
         for (index, query) in &chunk {
             match query {
@@ -167,20 +167,20 @@ async fn answer_chunk(
     let mut point_slots = Vec::new();
     let mut any_hit = vec![false; chunk.len()];
     for (pos, (index, line)) in chunk.iter().enumerate() {
-        let parsed = QueryLine::parse(line).and_then(|q| q.validate());
-        any_hit[pos] = matches!(parsed, Ok(Query::AnyHit(_)));
+        let parsed = QueryLine::parse(line).and_then(|q| q.request());
+        any_hit[pos] = matches!(parsed, Ok(Request::AnyHit(_)));
         match parsed {
             Err(err) => {
                 *failed += 1;
                 eprintln!("bspq: line {}: {err}", index + 1);
                 slots.push(Slot::Done(error_json(&err, *index)));
             }
-            Ok(Query::Point(p)) => {
+            Ok(Request::Query(Query::Point(p))) => {
                 points.points.extend_from_slice(&p.to_array());
                 point_slots.push(pos);
                 slots.push(Slot::Pending);
             }
-            Ok(Query::Trace(q) | Query::AnyHit(q)) => {
+            Ok(Request::Query(Query::Trace(q)) | Request::AnyHit(q)) => {
                 let (mins, maxs) = (q.mins.to_array(), q.maxs.to_array());
                 let key = [mins, maxs].concat();
                 let key: [u32; 6] = std::array::from_fn(|i| key[i].to_bits());

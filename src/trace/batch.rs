@@ -4,8 +4,8 @@
 //! kernel keeps no state between queries, so order, batch size and thread
 //! count cannot change a bit of it.
 //!
-//! Each query is answered by the scalar kernel; a query with a shape the
-//! batch does not know how to group simply takes that path too.
+//! Each query is answered by the scalar kernel (there is no packet path
+//! yet), so any shape the scalar kernel knows works in a batch.
 
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::Vec3;

@@ -19,6 +19,8 @@ pub struct WalkStats {
     pub brushes: u32,
     /// Patches clipped (or position-tested) exactly.
     pub patches: u32,
+    /// Of the nodes, those left at once: nothing below near the swept box.
+    pub culled: u32,
 }
 
 /// Counting hooks of the walk: `()` counts nothing and compiles away.
@@ -27,6 +29,7 @@ pub(crate) trait Probe {
     fn leaf(&mut self, _leaf: &Leaf) {}
     fn brush(&mut self) {}
     fn patch(&mut self) {}
+    fn culled(&mut self) {}
 }
 
 impl Probe for () {}
@@ -48,6 +51,10 @@ impl Probe for WalkStats {
     #[inline(always)]
     fn patch(&mut self) {
         self.patches += 1;
+    }
+    #[inline(always)]
+    fn culled(&mut self) {
+        self.culled += 1;
     }
 }
 
@@ -151,15 +158,14 @@ pub(crate) fn trace_tree<P: Probe>(
             // Nothing anywhere in the mask.
             return;
         }
-        walk_from(world, 0, &PackedNodes(kernel), w, scratch, probe);
+        walk_from(world, &PackedNodes(kernel), w, scratch, probe);
     } else {
-        walk_from(world, world.root(), &FileNodes(world), w, scratch, probe);
+        walk_from(world, &FileNodes(world), w, scratch, probe);
     }
 }
 
 fn walk_from<P: Probe, N: Nodes>(
     world: &World,
-    root: i32,
     nodes: &N,
     w: &mut TraceWork,
     scratch: &mut Scratch,
@@ -168,7 +174,7 @@ fn walk_from<P: Probe, N: Nodes>(
     let mut stack = std::mem::take(&mut scratch.segment_stack);
     stack.clear();
     stack.push(Segment {
-        child: root,
+        child: world.root(),
         f1: 0.0,
         f2: 1.0,
         p1: w.start,
@@ -225,6 +231,7 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
         let node = nodes.get(child);
         // Nothing below lies near enough to the swept box to be touched.
         if N::BOUNDED && !overlaps(&w.bounds, node.mins, node.maxs) {
+            probe.culled();
             return;
         }
         let normal = node.normal;
