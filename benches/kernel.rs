@@ -7,7 +7,10 @@
 use bspq::compile::CompileOptions;
 use bspq::contents::{MASK_PLAYERSOLID, MASK_SOLID};
 use bspq::math::Vec3;
-use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
+use bspq::trace::{
+    any_hit, any_hit_batch, point_contents, trace, trace_batch, BatchOptions, BatchResults,
+    Scratch, TraceBatch, TraceQuery,
+};
 use bspq::world::load::{open_world, WorldSpec};
 use bspq::world::World;
 use criterion::{Criterion, Throughput};
@@ -130,6 +133,39 @@ fn bench_map(c: &mut Criterion, name: &str, world: &World) {
                 }
             })
         });
+    }
+    // The reference walk (the file's nodes and planes, no kernel tree).
+    let reference = world.reference();
+    if !rays.is_empty() {
+        group.throughput(Throughput::Elements(rays.len() as u64));
+        group.bench_function("rays_reference_walk", |b| {
+            b.iter(|| {
+                for q in rays.iter() {
+                    black_box(trace(&reference, black_box(q), &mut scratch));
+                }
+            })
+        });
+        group.bench_function("rays_any_hit", |b| {
+            b.iter(|| {
+                for q in rays.iter() {
+                    black_box(any_hit(world, black_box(q), &mut scratch));
+                }
+            })
+        });
+        let starts: Vec<Vec3> = rays.iter().map(|q| q.start).collect();
+        let ends: Vec<Vec3> = rays.iter().map(|q| q.end).collect();
+        let batch = TraceBatch::rays(&starts, &ends, MASK_SOLID);
+        let mut out = BatchResults::default();
+        let mut hits = Vec::new();
+        for threads in [1, 2] {
+            let options = BatchOptions::with_threads(threads);
+            group.bench_function(format!("rays_batch_{threads}_threads"), |b| {
+                b.iter(|| trace_batch(world, &batch, &options, &mut out))
+            });
+            group.bench_function(format!("rays_any_hit_batch_{threads}_threads"), |b| {
+                b.iter(|| any_hit_batch(world, &batch, &options, &mut hits))
+            });
+        }
     }
     group.throughput(Throughput::Elements(pts.len() as u64));
     group.bench_function("points", |b| {

@@ -26,6 +26,9 @@ pub struct QueryLine {
     pub mask: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub point: Option<[f64; 3]>,
+    /// `true`: an any-hit trace (line of sight), answered `{"hit":bool}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub any: Option<bool>,
 }
 
 /// A validated query.
@@ -33,6 +36,21 @@ pub struct QueryLine {
 pub enum Query {
     Trace(TraceQuery),
     Point(Vec3),
+}
+
+/// A validated line: a query and how to answer it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Request {
+    /// Answered in full ([`answer`]).
+    Query(Query),
+    /// `"any":true`: only whether the trace touches anything in its mask.
+    AnyHit(TraceQuery),
+}
+
+impl From<Query> for Request {
+    fn from(q: Query) -> Self {
+        Request::Query(q)
+    }
 }
 
 /// Why a query was rejected; `code` is stable and machine-readable.
@@ -46,7 +64,7 @@ pub enum QueryError {
     BadCoordinate { field: &'static str },
     #[error("`mins` must not exceed `maxs` on any axis")]
     MinsAboveMaxs,
-    #[error("a point query takes only `point`")]
+    #[error("a point query takes only `point` (and no `any`)")]
     PointWithTrace,
 }
 
@@ -79,13 +97,15 @@ impl QueryLine {
         serde_json::from_str(line).map_err(|e| QueryError::Malformed(e.to_string()))
     }
 
-    /// Checks the line and turns it into a query.
+    /// Checks the line and turns it into the query it describes (how to
+    /// answer it, `any`, is read by [`QueryLine::request`]).
     pub fn validate(&self) -> Result<Query, QueryError> {
         if let Some(p) = self.point {
             if self.start.is_some()
                 || self.end.is_some()
                 || self.mins.is_some()
                 || self.maxs.is_some()
+                || self.any.is_some()
             {
                 return Err(QueryError::PointWithTrace);
             }
@@ -107,6 +127,15 @@ impl QueryLine {
             mask,
         }))
     }
+
+    /// Checks the line and says what to answer: the query in full, or
+    /// (`"any":true`) only whether the trace hits anything.
+    pub fn request(&self) -> Result<Request, QueryError> {
+        Ok(match (self.validate()?, self.any) {
+            (Query::Trace(q), Some(true)) => Request::AnyHit(q),
+            (q, _) => Request::Query(q),
+        })
+    }
 }
 
 /// An answer line.
@@ -115,6 +144,7 @@ impl QueryLine {
 pub enum Answer {
     Trace(TraceAnswer),
     Point(PointAnswer),
+    Hit(HitAnswer),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -132,6 +162,13 @@ pub struct TraceAnswer {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PointAnswer {
     pub contents: u32,
+}
+
+/// The answer to an any-hit trace: `hit` is exactly `fraction < 1` of the
+/// full trace of the same line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HitAnswer {
+    pub hit: bool,
 }
 
 impl From<&TraceResult> for TraceAnswer {
@@ -170,6 +207,32 @@ pub fn answer(
             contents: crate::trace::point_contents(world, *p),
         }),
     }
+}
+
+/// Answers one validated line.
+pub fn answer_request(
+    world: &crate::world::World,
+    scratch: &mut crate::trace::Scratch,
+    request: &Request,
+) -> Answer {
+    match request {
+        Request::Query(q) => answer(world, scratch, q),
+        Request::AnyHit(q) => Answer::Hit(HitAnswer {
+            hit: crate::trace::any_hit(world, q, scratch),
+        }),
+    }
+}
+
+/// Answers validated lines in order through the batch runner (large lists
+/// are split across threads); each answer is the one [`answer_request`] gives.
+pub fn answer_all(
+    world: &crate::world::World,
+    requests: &[Request],
+    options: &crate::trace::BatchOptions,
+) -> Vec<Answer> {
+    crate::trace::run_batch(requests.len(), options, |i, scratch| {
+        answer_request(world, scratch, &requests[i])
+    })
 }
 
 /// The JSON error line written in place of an answer to a bad query line.

@@ -2,11 +2,10 @@
 //! batches, describing worlds, and the one table that maps every error to an
 //! HTTP status and a gRPC code. Transports convert wire types and call this.
 
-use crate::query::{answer, Answer, PointAnswer, Query, QueryError, QueryLine};
+use crate::query::{answer_all, Answer, QueryError, QueryLine, Request};
 use crate::registry::{valid_world_name, Registry, WorldVersion};
-use crate::trace::{point_contents, Scratch};
+use crate::trace::BatchOptions;
 use serde::Serialize;
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use thiserror::Error;
@@ -156,15 +155,13 @@ pub struct Counts {
     pub bytes: usize,
 }
 
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
-}
-
 /// The core shared by every transport.
 #[derive(Debug)]
 pub struct Service {
     pub registry: Arc<Registry>,
     pub limits: Limits,
+    /// How query batches are run (threads, smallest share of a thread).
+    pub batch: BatchOptions,
     admin_token: Option<String>,
 }
 
@@ -174,6 +171,7 @@ impl Service {
         Self {
             registry,
             limits,
+            batch: BatchOptions::default(),
             admin_token,
         }
     }
@@ -197,10 +195,10 @@ impl Service {
             .iter()
             .enumerate()
             .map(|(index, line)| {
-                line.validate()
+                line.request()
                     .map_err(|error| ServiceError::BadQuery { index, error })
             })
-            .collect::<Result<Vec<Query>, _>>()?;
+            .collect::<Result<Vec<Request>, _>>()?;
         Ok(self.run(&version, &queries))
     }
 
@@ -224,21 +222,11 @@ impl Service {
         Ok(())
     }
 
-    /// Runs validated queries against one version.
-    pub fn run(&self, version: &WorldVersion, queries: &[Query]) -> BatchAnswer {
+    /// Runs validated queries against one version through the batch
+    /// runner: large batches are split across cores, answers stay in order.
+    pub fn run(&self, version: &WorldVersion, queries: &[Request]) -> BatchAnswer {
         let world = version.world.view();
-        let results = SCRATCH.with(|cell| {
-            let mut scratch = cell.borrow_mut();
-            queries
-                .iter()
-                .map(|q| match q {
-                    Query::Point(p) => Answer::Point(PointAnswer {
-                        contents: point_contents(&world, *p),
-                    }),
-                    other => answer(&world, &mut scratch, other),
-                })
-                .collect()
-        });
+        let results = answer_all(&world, queries, &self.batch);
         BatchAnswer {
             world: version.name.clone(),
             version: version.version,

@@ -7,7 +7,10 @@ use super::WorldArgs;
 use anyhow::{bail, Context};
 use bspq::conformance::read_lines;
 use bspq::query::{Query, QueryLine};
-use bspq::trace::{point_contents, trace, trace_with_stats, Scratch, TraceQuery, WalkStats};
+use bspq::trace::{
+    any_hit, any_hit_with_stats, point_contents, trace, trace_queries, trace_with_stats,
+    BatchOptions, Scratch, TraceQuery, WalkStats,
+};
 use bspq::world::World;
 use clap::Args;
 use parry::{Baseline, ParryQuery};
@@ -37,12 +40,13 @@ pub struct BenchArgs {
     /// Shortest time of one run (ms): the query file is replayed until it is reached.
     #[arg(long, default_value_t = 200)]
     min_run_ms: u64,
-    /// Also run the kernel on this many threads, each on a slice of the queries.
+    /// Also run the batch kernel on this many threads (each batch split
+    /// into this many pieces).
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Batch size for the batch kernel (recorded; the batch kernel does not exist yet).
-    #[arg(long)]
-    batch: Option<usize>,
+    /// Queries per call of the batch kernel.
+    #[arg(long, default_value_t = 1024)]
+    batch: usize,
     /// Print one JSON object on stdout (the human summary goes to stderr).
     #[arg(long)]
     json: bool,
@@ -66,16 +70,26 @@ fn counter_summary(values: &mut [u32]) -> (f64, u32) {
     (mean, p99)
 }
 
-/// Walk counters over every trace: name → (mean, p99).
-fn walk_stats(world: &World, traces: &[TraceQuery]) -> Vec<(&'static str, f64, u32)> {
+/// One walk counter summarised: name, mean, p99.
+type Counter = (&'static str, f64, u32);
+
+/// Walk counters over `traces` (full traces, or any-hit).
+fn walk_stats(world: &World, traces: &[TraceQuery], any_hit: bool) -> Vec<Counter> {
     let mut scratch = Scratch::new();
     let all: Vec<WalkStats> = traces
         .iter()
-        .map(|q| trace_with_stats(world, q, &mut scratch).1)
+        .map(|q| {
+            if any_hit {
+                any_hit_with_stats(world, q, &mut scratch).1
+            } else {
+                trace_with_stats(world, q, &mut scratch).1
+            }
+        })
         .collect();
     type Field = (&'static str, fn(&WalkStats) -> u32);
-    let fields: [Field; 5] = [
+    let fields: [Field; 6] = [
         ("nodes", |s| s.nodes),
+        ("culled", |s| s.culled),
         ("leaves", |s| s.leaves),
         ("full_leaves", |s| s.full_leaves),
         ("brushes", |s| s.brushes),
@@ -181,27 +195,27 @@ fn trace_pass(world: &World, queries: &[TraceQuery], scratch: &mut Scratch) {
     }
 }
 
-/// All-core throughput: `threads` threads, each replaying its slice of the queries.
-fn measure_threads(
+/// The batch kernel over `queries` in batches of `batch`, each batch split
+/// across `threads` threads (wall-clock throughput).
+fn measure_batches(
     world: &World,
     queries: &[TraceQuery],
+    batch: usize,
     threads: usize,
     runs: usize,
     passes: usize,
 ) -> Stats {
-    let chunk = queries.len().div_ceil(threads).max(1);
+    let options = BatchOptions {
+        threads,
+        min_per_thread: 1,
+    };
     let run = || {
         let t = Instant::now();
-        std::thread::scope(|s| {
-            for slice in queries.chunks(chunk) {
-                s.spawn(move || {
-                    let mut scratch = Scratch::new();
-                    for _ in 0..passes {
-                        trace_pass(world, slice, &mut scratch);
-                    }
-                });
+        for _ in 0..passes {
+            for chunk in queries.chunks(batch) {
+                black_box(trace_queries(world, black_box(chunk), &options));
             }
-        });
+        }
         (queries.len() * passes) as f64 / t.elapsed().as_secs_f64()
     };
     run(); // warm-up
@@ -311,7 +325,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if args.threads == 0 {
         bail!("--threads must be at least 1");
     }
-    if args.batch == Some(0) {
+    if args.batch == 0 {
         bail!("--batch must be at least 1");
     }
     let load_start = Instant::now();
@@ -352,15 +366,67 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             black_box(point_contents(&world, black_box(*p)));
         }
     });
-    let threaded = (args.threads > 1 && !traces.is_empty())
-        .then(|| measure_threads(&world, &traces, args.threads, args.runs, bspq.wall.passes));
+    let single = BatchOptions::single_thread();
+    let bspq_batch = measure(traces.len(), args.runs, min_run, || {
+        for chunk in traces.chunks(args.batch) {
+            black_box(trace_queries(&world, black_box(chunk), &single));
+        }
+    });
+    let bspq_anyhit = measure(traces.len(), args.runs, min_run, || {
+        for q in &traces {
+            black_box(any_hit(&world, black_box(q), &mut scratch));
+        }
+    });
+    let threaded = (args.threads > 1 && !traces.is_empty()).then(|| {
+        measure_batches(
+            &world,
+            &traces,
+            args.batch,
+            args.threads,
+            args.runs,
+            bspq_batch.wall.passes,
+        )
+    });
+    let one_thread = threaded.is_some().then(|| {
+        measure_batches(
+            &world,
+            &traces,
+            args.batch,
+            1,
+            args.runs,
+            bspq_batch.wall.passes,
+        )
+    });
     let parry = if args.no_parry || traces.is_empty() {
         None
     } else {
         Some(run_parry(&world, &traces, args.runs, min_run)?)
     };
 
-    let counters = (args.stats && !traces.is_empty()).then(|| walk_stats(&world, &traces));
+    let counters = (args.stats && !traces.is_empty()).then(|| walk_stats(&world, &traces, false));
+    let ray_list: Vec<TraceQuery> = traces
+        .iter()
+        .filter(|q| q.mins == q.maxs)
+        .copied()
+        .collect();
+    let box_list: Vec<TraceQuery> = traces
+        .iter()
+        .filter(|q| q.mins != q.maxs)
+        .copied()
+        .collect();
+    let kind_counters: Vec<(&str, Vec<Counter>)> = if args.stats {
+        [
+            ("rays", &ray_list, false),
+            ("boxes", &box_list, false),
+            ("anyhit", &traces, true),
+        ]
+        .into_iter()
+        .filter(|(_, list, _)| !list.is_empty())
+        .map(|(name, list, any)| (name, walk_stats(&world, list, any)))
+        .collect()
+    } else {
+        Vec::new()
+    };
 
     let cpu = cpu_model();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -399,15 +465,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     ];
     if !traces.is_empty() {
         report.push(stats_line("bspq", &bspq));
+        report.push(stats_line(&format!("batch {}", args.batch), &bspq_batch));
+        report.push(stats_line("any-hit", &bspq_anyhit));
     }
-    if let Some(t) = &threaded {
+    if let (Some(t), Some(one)) = (&threaded, &one_thread) {
         report.push(format!(
-            "{:<10} {} median (min {}, max {}; {} threads, all-core)",
+            "{:<10} {} median (min {}, max {}; batches of {} on {} threads, {:.2}x one thread's {})",
             format!("bspq x{}", args.threads),
             qps(t.median),
             qps(t.min),
             qps(t.max),
-            args.threads
+            args.batch,
+            args.threads,
+            ratio(t.median, one.median),
+            qps(one.median),
         ));
     }
     if !points.is_empty() {
@@ -442,10 +513,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .collect();
         report.push(format!("walk       per trace: {}", parts.join(", ")));
     }
-    if let Some(n) = args.batch {
-        report.push(format!(
-            "batch      {n} (recorded only: no batch kernel yet)"
-        ));
+    for (kind, c) in &kind_counters {
+        let parts: Vec<String> = c
+            .iter()
+            .map(|(name, mean, p99)| format!("{name} {mean:.2} (p99 {p99})"))
+            .collect();
+        report.push(format!("walk {kind:<6} {}", parts.join(", ")));
     }
     for line in &report {
         if args.json {
@@ -485,13 +558,27 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "target_ratio": target,
             "threads": args.threads,
             "bspq_threads_qps": threaded.map(|t| t.median),
+            "bspq_threads_one_qps": one_thread.map(|t| t.median),
+            "threads_speedup": threaded.zip(one_thread).map(|(t, one)| ratio(t.median, one.median)),
             "batch": args.batch,
+            "bspq_batch_qps": has_traces.then_some(bspq_batch.wall.median),
+            "bspq_batch": has_traces.then(|| stats_json(&bspq_batch)),
+            "bspq_anyhit_qps": has_traces.then_some(bspq_anyhit.wall.median),
+            "bspq_anyhit": has_traces.then(|| stats_json(&bspq_anyhit)),
+            "anyhit_over_full": has_traces.then(|| ratio(bspq_anyhit.wall.median, bspq.wall.median)),
             "cpu": cpu,
             "cores": cores,
             "walk": counters.as_ref().map(|c| c
                 .iter()
                 .map(|(name, mean, p99)| (name.to_string(), serde_json::json!({"mean": mean, "p99": p99})))
                 .collect::<serde_json::Map<_, _>>()),
+            "walk_by_kind": (!kind_counters.is_empty()).then(|| kind_counters
+                .iter()
+                .map(|(kind, c)| (kind.to_string(), c
+                    .iter()
+                    .map(|(name, mean, p99)| (name.to_string(), serde_json::json!({"mean": mean, "p99": p99})))
+                    .collect::<serde_json::Map<_, _>>().into()))
+                .collect::<serde_json::Map<_, serde_json::Value>>()),
         });
         println!("{out}");
     }

@@ -4,8 +4,11 @@
 use super::WorldArgs;
 use anyhow::Context;
 use bspq::proto::v1 as pb;
-use bspq::query::{answer, error_json, Answer, PointAnswer, Query, QueryLine, TraceAnswer};
-use bspq::trace::Scratch;
+use bspq::query::{
+    answer_all, error_json, Answer, HitAnswer, PointAnswer, Query, QueryError, QueryLine, Request,
+    TraceAnswer,
+};
+use bspq::trace::BatchOptions;
 use clap::Args;
 use std::collections::HashMap;
 use std::io::{BufRead, BufWriter, Write};
@@ -19,9 +22,12 @@ pub struct TraceArgs {
     /// loading the world: `--world` then names a world the server serves.
     #[arg(long, env = "BSPQ_SERVER")]
     server: Option<String>,
-    /// Lines sent per round of gRPC calls with `--server`.
+    /// Lines answered per batch (locally, or per round of gRPC calls with `--server`).
     #[arg(long, default_value_t = 1024)]
     batch: usize,
+    /// Threads a local batch may use (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
@@ -30,21 +36,45 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     }
     let loaded = args.world.open()?;
     let world = loaded.view();
-    let mut scratch = Scratch::new();
+    let options = args
+        .threads
+        .map_or_else(BatchOptions::default, BatchOptions::with_threads);
+    let batch = args.batch.max(1);
     let stdin = std::io::stdin().lock();
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut failed = 0usize;
-    for (index, line) in stdin.lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
+    let mut lines = stdin.lines().enumerate();
+    let mut chunk: Vec<(usize, Result<Request, QueryError>)> = Vec::with_capacity(batch);
+    loop {
+        chunk.clear();
+        for (index, line) in lines.by_ref() {
+            let line = line?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            chunk.push((index, QueryLine::parse(&line).and_then(|q| q.request())));
+            if chunk.len() == batch {
+                break;
+            }
         }
-        match QueryLine::parse(&line).and_then(|q| q.validate()) {
-            Ok(query) => writeln!(out, "{}", answer(&world, &mut scratch, &query).to_json())?,
-            Err(err) => {
-                failed += 1;
-                eprintln!("bspq: line {}: {err}", index + 1);
-                writeln!(out, "{}", error_json(&err, index))?;
+        if chunk.is_empty() {
+            break;
+        }
+        let queries: Vec<Request> = chunk.iter().filter_map(|(_, q)| q.clone().ok()).collect();
+        let mut answers = answer_all(&world, &queries, &options).into_iter();
+        for (index, query) in &chunk {
+            match query {
+                Ok(_) => {
+                    let a = answers
+                        .next()
+                        .context("the batch gave fewer answers than queries")?;
+                    writeln!(out, "{}", a.to_json())?;
+                }
+                Err(err) => {
+                    failed += 1;
+                    eprintln!("bspq: line {}: {err}", index + 1);
+                    writeln!(out, "{}", error_json(err, *index))?;
+                }
             }
         }
     }
@@ -65,8 +95,9 @@ enum Slot {
 /// Lines are read in chunks of `batch`; each is validated locally (so bad
 /// lines get the same error lines as offline). In a chunk, traces that share
 /// a box are sent as one `Trace` call with that box as the batch shape and
-/// per-query masks; points go in one `PointContents` call. Answers are
-/// printed in input order.
+/// per-query masks; points go in one `PointContents` call. Any-hit lines are
+/// sent as traces and answered `hit = fraction < 1`. Answers are printed in
+/// input order.
 fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -134,19 +165,22 @@ async fn answer_chunk(
         points: Vec::new(),
     };
     let mut point_slots = Vec::new();
+    let mut any_hit = vec![false; chunk.len()];
     for (pos, (index, line)) in chunk.iter().enumerate() {
-        match QueryLine::parse(line).and_then(|q| q.validate()) {
+        let parsed = QueryLine::parse(line).and_then(|q| q.request());
+        any_hit[pos] = matches!(parsed, Ok(Request::AnyHit(_)));
+        match parsed {
             Err(err) => {
                 *failed += 1;
                 eprintln!("bspq: line {}: {err}", index + 1);
                 slots.push(Slot::Done(error_json(&err, *index)));
             }
-            Ok(Query::Point(p)) => {
+            Ok(Request::Query(Query::Point(p))) => {
                 points.points.extend_from_slice(&p.to_array());
                 point_slots.push(pos);
                 slots.push(Slot::Pending);
             }
-            Ok(Query::Trace(q)) => {
+            Ok(Request::Query(Query::Trace(q)) | Request::AnyHit(q)) => {
                 let (mins, maxs) = (q.mins.to_array(), q.maxs.to_array());
                 let key = [mins, maxs].concat();
                 let key: [u32; 6] = std::array::from_fn(|i| key[i].to_bits());
@@ -221,7 +255,14 @@ async fn answer_chunk(
                 contents: r.contents[i],
                 surface_flags: r.surface_flags[i],
             };
-            slots[*pos] = Slot::Done(Answer::Trace(t).to_json());
+            let answer = if any_hit[*pos] {
+                Answer::Hit(HitAnswer {
+                    hit: t.fraction < 1.0,
+                })
+            } else {
+                Answer::Trace(t)
+            };
+            slots[*pos] = Slot::Done(answer.to_json());
         }
     }
     slots

@@ -6,12 +6,17 @@
 //! tree with each node plane shifted by the box's support distance) → leaf →
 //! [`brush`] / [`patch`] (exact clipping with the reference's epsilon rules).
 
+mod batch;
 mod brush;
 mod contents;
 mod patch;
 mod tree;
 mod work;
 
+pub use batch::{
+    any_hit_batch, run as run_batch, trace_batch, trace_queries, BatchError, BatchOptions,
+    BatchResults, TraceBatch,
+};
 pub use contents::point_contents;
 pub use tree::WalkStats;
 pub use work::{Scratch, TraceQuery, TraceResult};
@@ -35,6 +40,23 @@ pub fn trace_with_stats(
     (result, stats)
 }
 
+/// Whether the trace touches anything in its mask: exactly `fraction < 1` of
+/// [`trace`], found faster by stopping at the first contact.
+pub fn any_hit(world: &World, query: &TraceQuery, scratch: &mut Scratch) -> bool {
+    any_hit_probed(world, query, scratch, &mut ())
+}
+
+/// [`any_hit`], also counting what the walk did.
+pub fn any_hit_with_stats(
+    world: &World,
+    query: &TraceQuery,
+    scratch: &mut Scratch,
+) -> (bool, WalkStats) {
+    let mut stats = WalkStats::default();
+    let hit = any_hit_probed(world, query, scratch, &mut stats);
+    (hit, stats)
+}
+
 #[inline(always)]
 fn trace_probed<P: tree::Probe>(
     world: &World,
@@ -43,13 +65,31 @@ fn trace_probed<P: tree::Probe>(
     probe: &mut P,
 ) -> TraceResult {
     let mut work = TraceWork::new(query);
+    walk(world, &mut work, scratch, probe);
+    work.finish(query)
+}
+
+#[inline(always)]
+fn any_hit_probed<P: tree::Probe>(
+    world: &World,
+    query: &TraceQuery,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) -> bool {
+    let mut work = TraceWork::new(query);
+    work.stop_at_any_hit = true;
+    walk(world, &mut work, scratch, probe);
+    work.result.fraction < 1.0
+}
+
+#[inline(always)]
+fn walk<P: tree::Probe>(world: &World, work: &mut TraceWork, scratch: &mut Scratch, probe: &mut P) {
     scratch.begin(world);
     if work.is_position_test() {
-        tree::position_test(world, &mut work, scratch, probe);
+        tree::position_test(world, work, scratch, probe);
     } else {
-        tree::trace_tree(world, &mut work, scratch, probe);
+        tree::trace_tree(world, work, scratch, probe);
     }
-    work.finish(query)
 }
 
 /// One brush's contact with a trace, for diagnostics.

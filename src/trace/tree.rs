@@ -4,7 +4,7 @@ use super::brush::{box_in_brush, trace_through_brush};
 use super::patch::{position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
-use crate::world::{Brush, Leaf, Patch, World};
+use crate::world::{Brush, KernelTree, Leaf, Patch, World};
 
 /// What one trace's walk did, counted when asked for (`trace_with_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -19,6 +19,8 @@ pub struct WalkStats {
     pub brushes: u32,
     /// Patches clipped (or position-tested) exactly.
     pub patches: u32,
+    /// Of the nodes, those left at once: nothing below near the swept box.
+    pub culled: u32,
 }
 
 /// Counting hooks of the walk: `()` counts nothing and compiles away.
@@ -27,6 +29,7 @@ pub(crate) trait Probe {
     fn leaf(&mut self, _leaf: &Leaf) {}
     fn brush(&mut self) {}
     fn patch(&mut self) {}
+    fn culled(&mut self) {}
 }
 
 impl Probe for () {}
@@ -49,6 +52,10 @@ impl Probe for WalkStats {
     fn patch(&mut self) {
         self.patches += 1;
     }
+    #[inline(always)]
+    fn culled(&mut self) {
+        self.culled += 1;
+    }
 }
 
 /// A piece of the move still to walk: `child` between fractions `f1..f2`.
@@ -61,10 +68,105 @@ pub(crate) struct Segment {
     p2: Vec3,
 }
 
+/// One node as the walk reads it: plane, children, and what lies below each child.
+struct NodeView {
+    normal: Vec3,
+    dist: f32,
+    children: [i32; 2],
+    /// OR of the contents below each child (all ones when unknown).
+    below: [u32; 2],
+    /// Bounds of everything below (see `world::kernel`); only read when
+    /// [`Nodes::BOUNDED`].
+    mins: Vec3,
+    maxs: Vec3,
+}
+
+/// Where the walk reads nodes from. Both sources give the same planes and
+/// children, so the walk does the same arithmetic in the same order.
+trait Nodes {
+    /// Whether nodes carry bounds and brushes cull boxes.
+    const BOUNDED: bool;
+    fn get(&self, index: i32) -> NodeView;
+    /// Whether brush `b` can be touched by a move within `bounds`.
+    fn may_touch_brush(&self, b: usize, bounds: &[Vec3; 2]) -> bool;
+}
+
+/// The reference: `nodes` and `planes` of the file, nothing known below.
+struct FileNodes<'a, 'w>(&'a World<'w>);
+
+impl Nodes for FileNodes<'_, '_> {
+    const BOUNDED: bool = false;
+
+    #[inline(always)]
+    fn may_touch_brush(&self, _b: usize, _bounds: &[Vec3; 2]) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    fn get(&self, index: i32) -> NodeView {
+        let node = &self.0.nodes[index as usize];
+        let plane = &self.0.planes[node.plane as usize];
+        NodeView {
+            normal: plane.normal(),
+            dist: plane.dist,
+            children: node.children,
+            below: [u32::MAX; 2],
+            mins: Vec3::NEG_INFINITY,
+            maxs: Vec3::INFINITY,
+        }
+    }
+}
+
+/// The kernel nodes: plane inline, contents below each child, bounds.
+struct PackedNodes<'w>(&'w KernelTree);
+
+impl Nodes for PackedNodes<'_> {
+    const BOUNDED: bool = true;
+
+    #[inline(always)]
+    fn may_touch_brush(&self, b: usize, bounds: &[Vec3; 2]) -> bool {
+        let [lo, hi] = self.0.brush_bounds[b];
+        overlaps(bounds, Vec3::from_array(lo), Vec3::from_array(hi))
+    }
+
+    #[inline(always)]
+    fn get(&self, index: i32) -> NodeView {
+        let node = &self.0.nodes[index as usize];
+        NodeView {
+            normal: Vec3::from_array(node.normal),
+            dist: node.dist,
+            children: node.children,
+            below: node.contents_below,
+            mins: Vec3::from_array(node.mins),
+            maxs: Vec3::from_array(node.maxs),
+        }
+    }
+}
+
 /// Traces the whole move through the tree from the root, nearest side first,
 /// with an explicit stack of the far sides still to visit.
 pub(crate) fn trace_tree<P: Probe>(
     world: &World,
+    w: &mut TraceWork,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) {
+    let kernel = world.kernel;
+    if kernel.matches(world) {
+        let below = kernel.nodes[0].contents_below;
+        if (below[0] | below[1]) & w.mask == 0 {
+            // Nothing anywhere in the mask.
+            return;
+        }
+        walk_from(world, &PackedNodes(kernel), w, scratch, probe);
+    } else {
+        walk_from(world, &FileNodes(world), w, scratch, probe);
+    }
+}
+
+fn walk_from<P: Probe, N: Nodes>(
+    world: &World,
+    nodes: &N,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     probe: &mut P,
@@ -82,20 +184,29 @@ pub(crate) fn trace_tree<P: Probe>(
     // is a constant.
     if w.is_point {
         while let Some(seg) = stack.pop() {
-            walk_segment::<P, true>(world, w, scratch, seg, &mut stack, probe);
+            walk_segment::<P, N, true>(world, nodes, w, scratch, seg, &mut stack, probe);
+            if w.stop_at_any_hit && w.result.fraction < 1.0 {
+                break;
+            }
         }
     } else {
         while let Some(seg) = stack.pop() {
-            walk_segment::<P, false>(world, w, scratch, seg, &mut stack, probe);
+            walk_segment::<P, N, false>(world, nodes, w, scratch, seg, &mut stack, probe);
+            if w.stop_at_any_hit && w.result.fraction < 1.0 {
+                break;
+            }
         }
     }
     scratch.segment_stack = stack;
 }
 
-/// Descends from `seg.child` along the near side, pushing far sides.
+/// Descends from `seg.child` along the near side, pushing far sides. Children
+/// with nothing in the mask below them are not entered: they hold nothing
+/// the trace could touch, so the answer is the same without them.
 #[inline]
-fn walk_segment<P: Probe, const RAY: bool>(
+fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
     world: &World,
+    nodes: &N,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     seg: Segment,
@@ -114,15 +225,20 @@ fn walk_segment<P: Probe, const RAY: bool>(
         return;
     }
     let extents = w.extents;
+    let mask = w.mask;
     while child >= 0 {
         probe.node();
-        let node = &world.nodes[child as usize];
-        let plane = &world.planes[node.plane as usize];
-        let normal = plane.normal();
+        let node = nodes.get(child);
+        // Nothing below lies near enough to the swept box to be touched.
+        if N::BOUNDED && !overlaps(&w.bounds, node.mins, node.maxs) {
+            probe.culled();
+            return;
+        }
+        let normal = node.normal;
         // A full dot product gives the same bits as reading one component
         // of an axial plane, without the branch.
-        let t1 = normal.dot(p1) - plane.dist;
-        let t2 = normal.dot(p2) - plane.dist;
+        let t1 = normal.dot(p1) - node.dist;
+        let t2 = normal.dot(p2) - node.dist;
         // How far the box reaches along the normal, plus the slack. For an
         // axial plane |n|·e is exactly the one extent, so no branch on the axis.
         let reach = if RAY {
@@ -131,10 +247,16 @@ fn walk_segment<P: Probe, const RAY: bool>(
             normal.abs().dot(extents) + TREE_WALK_SLACK
         };
         if t1 >= reach && t2 >= reach {
+            if node.below[0] & mask == 0 {
+                return;
+            }
             child = node.children[0];
             continue;
         }
         if t1 < -reach && t2 < -reach {
+            if node.below[1] & mask == 0 {
+                return;
+            }
             child = node.children[1];
             continue;
         }
@@ -148,14 +270,19 @@ fn walk_segment<P: Probe, const RAY: bool>(
         } else {
             (0usize, 1.0, 0.0)
         };
-        let frac2 = frac_far_start.clamp(0.0, 1.0);
-        stack.push(Segment {
-            child: node.children[near ^ 1],
-            f1: p1f + (f2 - p1f) * frac2,
-            f2,
-            p1: p1 + (p2 - p1) * frac2,
-            p2,
-        });
+        if node.below[near ^ 1] & mask != 0 {
+            let frac2 = frac_far_start.clamp(0.0, 1.0);
+            stack.push(Segment {
+                child: node.children[near ^ 1],
+                f1: p1f + (f2 - p1f) * frac2,
+                f2,
+                p1: p1 + (p2 - p1) * frac2,
+                p2,
+            });
+        }
+        if node.below[near] & mask == 0 {
+            return;
+        }
         let frac = frac_near_end.clamp(0.0, 1.0);
         f2 = p1f + (f2 - p1f) * frac;
         p2 = p1 + (p2 - p1) * frac;
@@ -163,6 +290,7 @@ fn walk_segment<P: Probe, const RAY: bool>(
     }
     trace_leaf(
         world,
+        nodes,
         w,
         scratch,
         &world.leaves[(-1 - child) as usize],
@@ -170,46 +298,60 @@ fn walk_segment<P: Probe, const RAY: bool>(
     );
 }
 
-fn trace_leaf<P: Probe>(
+/// Whether the box `b` overlaps `lo..=hi`.
+#[inline(always)]
+fn overlaps(b: &[Vec3; 2], lo: Vec3, hi: Vec3) -> bool {
+    b[0].cmple(hi).all() && b[1].cmpge(lo).all()
+}
+
+fn trace_leaf<P: Probe, N: Nodes>(
     world: &World,
+    nodes: &N,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     leaf: &Leaf,
     probe: &mut P,
 ) {
     probe.leaf(leaf);
-    for brush in new_brushes(world, scratch, leaf, w.mask) {
+    for (index, brush) in new_brushes(world, scratch, leaf, w.mask) {
+        if !nodes.may_touch_brush(index, &w.bounds) {
+            continue;
+        }
         probe.brush();
         trace_through_brush(world, brush, w);
         // Like the reference, stop at a contact at the very start.
         if w.result.allsolid || w.result.fraction == 0.0 {
             return;
         }
+        if w.stop_at_any_hit && w.result.fraction < 1.0 {
+            return;
+        }
     }
     for patch in new_patches(world, scratch, leaf, w.mask) {
         probe.patch();
         trace_through_patch(world, patch, w);
-        if w.result.allsolid {
+        if w.result.allsolid || (w.stop_at_any_hit && w.result.fraction < 1.0) {
             return;
         }
     }
 }
 
 /// The brushes of `leaf` this query meets for the first time whose contents
-/// meet `mask`, in leaf order (the reference's tie-breaking order).
+/// meet `mask`, with their indices, in leaf order (the reference's
+/// tie-breaking order).
 fn new_brushes<'w, 's>(
     world: &World<'w>,
     scratch: &'s mut Scratch,
     leaf: &Leaf,
     mask: u32,
-) -> impl Iterator<Item = &'w Brush> + use<'w, 's> {
+) -> impl Iterator<Item = (usize, &'w Brush)> + use<'w, 's> {
     let brushes = world.brushes;
     let first = leaf.first_brush as usize;
     world.leaf_brushes[first..first + leaf.num_brushes as usize]
         .iter()
         .filter(move |&&b| scratch.first_visit_brush(b as usize))
-        .map(move |&b| &brushes[b as usize])
-        .filter(move |b| b.contents & mask != 0)
+        .map(move |&b| (b as usize, &brushes[b as usize]))
+        .filter(move |(_, b)| b.contents & mask != 0)
 }
 
 /// As [`new_brushes`], for patches.
@@ -299,7 +441,7 @@ fn test_in_leaf<P: Probe>(
     probe: &mut P,
 ) {
     probe.leaf(leaf);
-    for brush in new_brushes(world, scratch, leaf, w.mask) {
+    for (_, brush) in new_brushes(world, scratch, leaf, w.mask) {
         probe.brush();
         if box_in_brush(world, brush, w) {
             set_inside(w, brush.contents);

@@ -64,10 +64,14 @@ pub(crate) struct TraceWork {
     /// `offsets[sign_bits]`: the box corner furthest along the negative of a
     /// normal with those sign bits.
     pub offsets: [Vec3; 8],
-    /// Swept bounds of the box.
+    /// Swept bounds of the box: every position of the shape along the move
+    /// lies inside (the walk skips what lies further than a margin outside).
     pub bounds: [Vec3; 2],
     pub is_point: bool,
     pub mask: u32,
+    /// Any-hit query: stop at the first contact (the answer is then only
+    /// whether `fraction < 1`).
+    pub stop_at_any_hit: bool,
     pub result: TraceResult,
 }
 
@@ -97,6 +101,7 @@ impl TraceWork {
             bounds,
             is_point,
             mask: q.mask,
+            stop_at_any_hit: false,
             result: TraceResult::default(),
         }
     }

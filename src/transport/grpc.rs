@@ -118,6 +118,7 @@ pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine
             maxs,
             mask: req.masks.get(i).copied().or(req.mask),
             point: None,
+            any: None,
         })
         .collect())
 }
@@ -347,6 +348,8 @@ impl Collision for GrpcCollision {
             .map(|a| match a {
                 Answer::Point(p) => p.contents,
                 Answer::Trace(t) => t.contents,
+                // Never asked for here: contents requests hold only points.
+                Answer::Hit(_) => 0,
             })
             .collect();
         Ok(Response::new(pb::PointContentsResponse {

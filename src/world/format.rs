@@ -349,6 +349,7 @@ pub fn view<'a>(
         facet_borders: section(bytes, layout, SectionKind::FacetBorders)?,
         mins: meta.mins,
         maxs: meta.maxs,
+        kernel: &super::kernel::EMPTY,
     })
 }
 

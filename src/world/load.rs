@@ -4,7 +4,7 @@ use crate::compile::{compile_q3, CompileError, CompileOptions};
 use crate::source::{pk3, q3bsp, Q3Bsp, SourceError};
 use crate::world::format::{self, FileMeta, FormatError, Layout};
 use crate::world::validate::validate;
-use crate::world::{World, WorldData};
+use crate::world::{kernel, KernelTree, World, WorldData};
 use bytemuck::Zeroable;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -162,6 +162,7 @@ enum Storage {
         bytes: FileBytes,
         layout: Layout,
         meta: FileMeta,
+        kernel: KernelTree,
     },
 }
 
@@ -201,9 +202,12 @@ impl LoadedWorld {
                 bytes,
                 layout,
                 meta,
+                kernel,
             } => {
                 // Loading validated every section, so the casts succeed.
-                format::view(bytes.as_slice(), layout, meta).unwrap_or_else(|_| EMPTY_DATA.view())
+                let world = format::view(bytes.as_slice(), layout, meta)
+                    .unwrap_or_else(|_| EMPTY_DATA.view());
+                World { kernel, ..world }
             }
         }
     }
@@ -244,8 +248,9 @@ impl LoadedWorld {
     }
 
     /// A world compiled in memory (validated like a loaded file).
-    pub fn from_data(data: WorldData) -> Result<Self, LoadError> {
+    pub fn from_data(mut data: WorldData) -> Result<Self, LoadError> {
         validate(&data.view())?;
+        data.kernel = kernel::build(&data.view());
         Ok(Self {
             storage: Storage::Built(data),
         })
@@ -255,12 +260,15 @@ impl LoadedWorld {
         let raw = bytes.as_slice();
         let layout = format::parse_layout(raw, true)?;
         let meta = format::read_meta(raw, &layout)?;
-        validate(&format::view(raw, &layout, &meta)?)?;
+        let world = format::view(raw, &layout, &meta)?;
+        validate(&world)?;
+        let kernel = kernel::build(&world);
         Ok(Self {
             storage: Storage::File {
                 bytes,
                 layout,
                 meta,
+                kernel,
             },
         })
     }

@@ -2,11 +2,13 @@
 //! them validated once, read by the kernel without further checks.
 
 pub mod format;
+pub mod kernel;
 pub mod load;
 pub mod validate;
 
 use crate::math::{Plane as MathPlane, Vec3};
 use bytemuck::{Pod, Zeroable};
+pub use kernel::{KernelNode, KernelTree};
 
 /// A plane with its axis and sign bits precomputed for the kernel.
 #[repr(C)]
@@ -187,6 +189,9 @@ pub struct WorldData {
     pub facet_borders: Vec<FacetBorder>,
     pub mins: [f32; 3],
     pub maxs: [f32; 3],
+    /// Derived when the world is loaded ([`kernel::build`]); empty until then
+    /// (the kernel then walks `nodes` and `planes` directly).
+    pub kernel: KernelTree,
 }
 
 impl WorldData {
@@ -207,6 +212,7 @@ impl WorldData {
             facet_borders: &self.facet_borders,
             mins: self.mins,
             maxs: self.maxs,
+            kernel: &self.kernel,
         }
     }
 
@@ -234,9 +240,20 @@ pub struct World<'a> {
     pub facet_borders: &'a [FacetBorder],
     pub mins: [f32; 3],
     pub maxs: [f32; 3],
+    /// The kernel's derived tree, or an empty one: the kernel then reads
+    /// `nodes` and `planes` (the reference walk).
+    pub kernel: &'a KernelTree,
 }
 
 impl World<'_> {
+    /// This world without its kernel nodes: traces take the reference walk.
+    pub fn reference(&self) -> Self {
+        World {
+            kernel: &kernel::EMPTY,
+            ..*self
+        }
+    }
+
     /// The tree's root as a child reference (a single leaf when there are no nodes).
     pub fn root(&self) -> i32 {
         if self.nodes.is_empty() {

@@ -1,0 +1,180 @@
+//! The kernel's copy of the tree, derived from the validated nodes, planes and
+//! brushes when a world is loaded (it is not part of the file format):
+//!
+//! - one 64-byte record per node with its plane inline (no second dependent
+//!   load per step); per child, the OR of the contents of every brush and
+//!   patch below it, so a walk skips subtrees with nothing in its mask; and
+//!   the bounds of everything below the node, so a walk skips subtrees the
+//!   move's swept box cannot touch;
+//! - per brush, the box its axial sides enclose, used the same way.
+//!
+//! Why skipping by bounds gives the same answers: a brush whose six axial
+//! sides are all present rejects, on its first such side, any box that stays
+//! more than [`CULL_MARGIN`] outside that side (the clip returns before it
+//! writes anything, see `trace::brush`); brushes without all six, and
+//! patches, get unbounded boxes and are never skipped.
+
+use super::World;
+use bytemuck::{Pod, Zeroable};
+
+/// How far outside a brush's axial box a swept box must stay to be skipped
+/// (units): well above the clip's 1/8-unit touch zone plus f32 rounding.
+pub const CULL_MARGIN: f32 = 1.0;
+
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct KernelNode {
+    /// The node plane's normal and distance, copied from `planes[node.plane]`.
+    pub normal: [f32; 3],
+    pub dist: f32,
+    /// As [`super::Node::children`].
+    pub children: [i32; 2],
+    /// OR of the contents of the brushes and patches listed in the leaves
+    /// under each child (0: nothing below can be hit by any mask).
+    pub contents_below: [u32; 2],
+    /// Bounds of the cull boxes of everything below this node, grown by
+    /// [`CULL_MARGIN`] (infinite when anything below is unbounded).
+    pub mins: [f32; 3],
+    pub maxs: [f32; 3],
+    _pad: [u32; 2],
+}
+const _: () = assert!(std::mem::size_of::<KernelNode>() == 64);
+
+/// The derived tree of one world.
+#[derive(Debug, Clone, Default)]
+pub struct KernelTree {
+    /// One per node of the world, same indices.
+    pub nodes: Vec<KernelNode>,
+    /// Per brush: its axial box grown by [`CULL_MARGIN`] as `[mins, maxs]`
+    /// (infinite when the brush lacks an axial side).
+    pub brush_bounds: Vec<[[f32; 3]; 2]>,
+}
+
+/// The tree of a world not (yet) given one: the kernel walks the file's nodes.
+pub static EMPTY: KernelTree = KernelTree {
+    nodes: Vec::new(),
+    brush_bounds: Vec::new(),
+};
+
+impl KernelTree {
+    /// Whether this tree was derived from `world` (same counts, not empty).
+    pub fn matches(&self, world: &World) -> bool {
+        !self.nodes.is_empty()
+            && self.nodes.len() == world.nodes.len()
+            && self.brush_bounds.len() == world.brushes.len()
+    }
+}
+
+const UNBOUNDED: [[f32; 3]; 2] = [[f32::NEG_INFINITY; 3], [f32::INFINITY; 3]];
+
+/// The box a brush's axial sides enclose, grown by the margin (rounded
+/// outward), or unbounded.
+fn brush_cull_bounds(world: &World, brush: &super::Brush) -> [[f32; 3]; 2] {
+    let mut lo = [f64::NEG_INFINITY; 3];
+    let mut hi = [f64::INFINITY; 3];
+    let sides = &world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize];
+    for side in sides {
+        let p = &world.planes[side.plane as usize];
+        for axis in 0..3 {
+            let others_zero = (0..3).all(|k| k == axis || p.normal[k] == 0.0);
+            if !others_zero {
+                continue;
+            }
+            if p.normal[axis] == 1.0 {
+                hi[axis] = hi[axis].min(p.dist as f64);
+            } else if p.normal[axis] == -1.0 {
+                lo[axis] = lo[axis].max(-p.dist as f64);
+            }
+        }
+    }
+    if lo.iter().chain(&hi).any(|v| !v.is_finite()) {
+        return UNBOUNDED;
+    }
+    let margin = CULL_MARGIN as f64;
+    [
+        lo.map(|v| next_down((v - margin) as f32)),
+        hi.map(|v| next_up((v + margin) as f32)),
+    ]
+}
+
+fn next_up(v: f32) -> f32 {
+    if v.is_finite() {
+        v + v.abs() * f32::EPSILON + f32::MIN_POSITIVE
+    } else {
+        v
+    }
+}
+
+fn next_down(v: f32) -> f32 {
+    -next_up(-v)
+}
+
+/// Builds the kernel tree of a validated world (children after parents, as
+/// validation guarantees, so one backward pass sums the subtrees).
+pub fn build(world: &World) -> KernelTree {
+    let brush_bounds: Vec<[[f32; 3]; 2]> = world
+        .brushes
+        .iter()
+        .map(|b| brush_cull_bounds(world, b))
+        .collect();
+    // Contents and bounds of a leaf's brushes and patches.
+    let leaf_summary = |leaf: usize| -> (u32, [[f32; 3]; 2]) {
+        let l = &world.leaves[leaf];
+        let brushes = &world.leaf_brushes[l.first_brush as usize..][..l.num_brushes as usize];
+        let patches = &world.leaf_patches[l.first_patch as usize..][..l.num_patches as usize];
+        let mut contents = 0;
+        let mut bounds = [[f32::INFINITY; 3], [f32::NEG_INFINITY; 3]];
+        for &b in brushes {
+            contents |= world.brushes[b as usize].contents;
+            bounds = union(bounds, brush_bounds[b as usize]);
+        }
+        for &p in patches {
+            contents |= world.patches[p as usize].contents;
+            bounds = UNBOUNDED;
+        }
+        (contents, bounds)
+    };
+    let mut nodes: Vec<KernelNode> = world
+        .nodes
+        .iter()
+        .map(|n| {
+            let p = &world.planes[n.plane as usize];
+            KernelNode {
+                normal: p.normal,
+                dist: p.dist,
+                children: n.children,
+                contents_below: [0; 2],
+                mins: [f32::INFINITY; 3],
+                maxs: [f32::NEG_INFINITY; 3],
+                _pad: [0; 2],
+            }
+        })
+        .collect();
+    for i in (0..nodes.len()).rev() {
+        let mut bounds = [[f32::INFINITY; 3], [f32::NEG_INFINITY; 3]];
+        for side in 0..2 {
+            let child = nodes[i].children[side];
+            let (contents, child_bounds) = if child >= 0 {
+                let c = &nodes[child as usize];
+                (c.contents_below[0] | c.contents_below[1], [c.mins, c.maxs])
+            } else {
+                leaf_summary((-1 - child) as usize)
+            };
+            nodes[i].contents_below[side] = contents;
+            bounds = union(bounds, child_bounds);
+        }
+        nodes[i].mins = bounds[0];
+        nodes[i].maxs = bounds[1];
+    }
+    KernelTree {
+        nodes,
+        brush_bounds,
+    }
+}
+
+fn union(a: [[f32; 3]; 2], b: [[f32; 3]; 2]) -> [[f32; 3]; 2] {
+    [
+        std::array::from_fn(|i| a[0][i].min(b[0][i])),
+        std::array::from_fn(|i| a[1][i].max(b[1][i])),
+    ]
+}
