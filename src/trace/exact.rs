@@ -14,6 +14,7 @@ use crate::math::{dvec, DVec3, Vec3, Winding, SURFACE_CLIP_EPSILON};
 use crate::world::{Brush, World};
 use parry3d::math::{Pose, Vector};
 use parry3d::query::details::cast_shapes_support_map_support_map;
+use parry3d::query::details::distance_support_map_support_map;
 use parry3d::query::details::intersection_test_support_map_support_map;
 use parry3d::query::{ShapeCastHit, ShapeCastOptions};
 use parry3d::shape::{Ball, Capsule, Cylinder, SupportMap};
@@ -229,19 +230,26 @@ pub fn sweep_brush(
         (toi + REFINE_SPAN / length).min(1.0),
     );
     let from = start + motion * t0;
-    match cast_segment(world, brush, shape, reach, from, motion * (t1 - t0)) {
-        Some((t, normal, point)) => BrushOutcome::Hit {
-            toi: t0 + t * (t1 - t0),
-            normal,
-            point,
-        },
-        None => {
-            let (toi, normal, point) =
-                cast_segment(world, brush, shape, reach, start, motion).unwrap_or_default();
-            BrushOutcome::Hit { toi, normal, point }
-        }
+    let (toi, normal, point) =
+        match cast_segment(world, brush, shape, reach, from, motion * (t1 - t0)) {
+            Some((t, normal, point)) => (t0 + t * (t1 - t0), normal, point),
+            None => cast_segment(world, brush, shape, reach, start, motion).unwrap_or_default(),
+        };
+    // GJK's ray cast can report a contact that is not there on thin or
+    // grazing pieces; a contact is kept only when the shape, put where it
+    // says, does touch the brush.
+    let touching = around(start + motion * toi).is_some_and(|cloud| {
+        distance_support_map_support_map(&Pose::IDENTITY, shape, &cloud) <= CONTACT_TOLERANCE
+    });
+    if touching {
+        BrushOutcome::Hit { toi, normal, point }
+    } else {
+        BrushOutcome::Miss
     }
 }
+
+/// How close (units) a reported contact must leave the shape to the brush.
+const CONTACT_TOLERANCE: f32 = 0.05;
 
 /// One GJK cast over a segment, with the brush cut to the swept box: time of
 /// impact, the brush's outward normal and the contact point (world).
@@ -348,10 +356,13 @@ pub(crate) fn trace_exact(
     shape: &Shape,
     scratch: &mut Scratch,
 ) -> TraceResult {
-    let (patch_result, candidates) = with_support(q, shape, true, |sweep| {
+    let (patch_result, mut candidates) = with_support(q, shape, true, |sweep| {
         sweep.run(world, scratch);
         (sweep.result(), sweep.take_candidates())
     });
+    // In brush order, as the reference folds them: equal contacts and
+    // all-solid brushes resolve the same way.
+    candidates.sort_unstable();
     let start = q.start + shape.centre();
     let motion = q.end - q.start;
     let parry_shape = ParryShape::new(shape);
