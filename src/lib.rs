@@ -4,6 +4,7 @@
 //! brush and patch references) → [`world`] (the immutable world) → [`trace`]
 //! (the query kernel). The kernel knows nothing of I/O or networking.
 
+pub mod accuracy;
 pub mod compile;
 pub mod config;
 pub mod conformance;

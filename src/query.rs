@@ -2,13 +2,29 @@
 //! CLI and the transports, with one validation path.
 
 use crate::math::Vec3;
-use crate::trace::{TraceQuery, TraceResult};
+use crate::trace::{ConvexHull, Shape, TraceQuery, TraceResult};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Coordinates and box sizes beyond this magnitude are rejected (Quake 3
 /// worlds live within ±65536; this leaves room for moves in the void).
 pub const MAX_COORDINATE: f32 = 1_048_576.0;
+
+/// Radii, half-heights and convex points beyond this magnitude are rejected
+/// (a shape larger than a whole Quake 3 world is a mistake).
+pub const MAX_SHAPE_SIZE: f64 = 65_536.0;
+
+pub use crate::trace::shape::MAX_CONVEX_POINTS;
+
+/// A query's swept shape as written: `{"sphere":{"radius":16}}` and so on.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ShapeLine {
+    Sphere { radius: f64 },
+    Capsule { radius: f64, half_height: f64 },
+    Cylinder { radius: f64, half_height: f64 },
+    Convex { points: Vec<[f64; 3]> },
+}
 
 /// One query line as written by users.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -29,17 +45,22 @@ pub struct QueryLine {
     /// `true`: an any-hit trace (line of sight), answered `{"hit":bool}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub any: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<ShapeLine>,
+    /// Exact answers for rounded and convex shapes (rays and boxes always are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact: Option<bool>,
 }
 
 /// A validated query.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Query {
     Trace(TraceQuery),
     Point(Vec3),
 }
 
 /// A validated line: a query and how to answer it.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     /// Answered in full ([`answer`]).
     Query(Query),
@@ -66,6 +87,10 @@ pub enum QueryError {
     MinsAboveMaxs,
     #[error("a point query takes only `point` (and no `any`)")]
     PointWithTrace,
+    #[error("`shape`: {0}")]
+    BadShape(String),
+    #[error("a query takes `mins`/`maxs` or `shape`, not both")]
+    ShapeWithBox,
 }
 
 impl QueryError {
@@ -76,6 +101,8 @@ impl QueryError {
             QueryError::BadCoordinate { .. } => "bad_coordinate",
             QueryError::MinsAboveMaxs => "mins_above_maxs",
             QueryError::PointWithTrace => "mixed_query",
+            QueryError::BadShape(_) => "bad_shape",
+            QueryError::ShapeWithBox => "mixed_query",
         }
     }
 }
@@ -106,6 +133,8 @@ impl QueryLine {
                 || self.mins.is_some()
                 || self.maxs.is_some()
                 || self.any.is_some()
+                || self.shape.is_some()
+                || self.exact.is_some()
             {
                 return Err(QueryError::PointWithTrace);
             }
@@ -119,15 +148,19 @@ impl QueryLine {
             return Err(QueryError::MinsAboveMaxs);
         }
         let mask = self.mask.unwrap_or(crate::contents::MASK_SOLID);
-        Ok(Query::Trace(TraceQuery {
-            start,
-            end,
-            mins,
-            maxs,
-            mask,
-        }))
+        let exact = self.exact.unwrap_or(false);
+        if let Some(line) = &self.shape {
+            if self.mins.is_some() || self.maxs.is_some() {
+                return Err(QueryError::ShapeWithBox);
+            }
+            let mut q = TraceQuery::shaped(start, end, line.validate()?, mask);
+            q.exact = exact;
+            return Ok(Query::Trace(q));
+        }
+        let mut q = TraceQuery::boxed(start, end, mins, maxs, mask);
+        q.exact = exact;
+        Ok(Query::Trace(q))
     }
-
     /// Checks the line and says what to answer: the query in full, or
     /// (`"any":true`) only whether the trace hits anything.
     pub fn request(&self) -> Result<Request, QueryError> {
@@ -135,6 +168,99 @@ impl QueryLine {
             (Query::Trace(q), Some(true)) => Request::AnyHit(q),
             (q, _) => Request::Query(q),
         })
+    }
+}
+
+/// A size: finite, within [`MAX_SHAPE_SIZE`], positive or (`zero_ok`) zero.
+fn size(field: &str, v: f64, zero_ok: bool) -> Result<f32, QueryError> {
+    let ok = v.is_finite() && v <= MAX_SHAPE_SIZE && (v > 0.0 || (zero_ok && v == 0.0));
+    if ok {
+        Ok(v as f32)
+    } else {
+        let what = if zero_ok {
+            "zero or positive"
+        } else {
+            "positive"
+        };
+        Err(QueryError::BadShape(format!(
+            "`{field}` must be finite, {what} and at most {MAX_SHAPE_SIZE}, not {v}"
+        )))
+    }
+}
+
+impl ShapeLine {
+    /// Checks sizes and point counts and builds the kernel's shape.
+    pub fn validate(&self) -> Result<Shape, QueryError> {
+        Ok(match self {
+            ShapeLine::Sphere { radius } => Shape::Sphere {
+                radius: size("radius", *radius, false)?,
+            },
+            ShapeLine::Capsule {
+                radius,
+                half_height,
+            } => Shape::Capsule {
+                radius: size("radius", *radius, false)?,
+                half_height: size("half_height", *half_height, true)?,
+            },
+            ShapeLine::Cylinder {
+                radius,
+                half_height,
+            } => Shape::Cylinder {
+                radius: size("radius", *radius, false)?,
+                half_height: size("half_height", *half_height, true)?,
+            },
+            ShapeLine::Convex { points } => {
+                if points.is_empty() || points.len() > MAX_CONVEX_POINTS {
+                    return Err(QueryError::BadShape(format!(
+                        "a convex shape takes 1 to {MAX_CONVEX_POINTS} points, not {}",
+                        points.len()
+                    )));
+                }
+                let finite = points
+                    .iter()
+                    .flatten()
+                    .all(|c| c.is_finite() && c.abs() <= MAX_SHAPE_SIZE);
+                if !finite {
+                    return Err(QueryError::BadShape(format!(
+                        "convex points must be finite and within ±{MAX_SHAPE_SIZE}"
+                    )));
+                }
+                let pts: Vec<Vec3> = points
+                    .iter()
+                    .map(|p| Vec3::new(p[0] as f32, p[1] as f32, p[2] as f32))
+                    .collect();
+                Shape::Convex(std::sync::Arc::new(ConvexHull::new(&pts)))
+            }
+        })
+    }
+
+    /// The line form of a kernel shape (a convex shape by its hull's points).
+    pub fn from_shape(shape: &Shape) -> ShapeLine {
+        let f = |v: f32| v as f64;
+        match shape {
+            Shape::Sphere { radius } => ShapeLine::Sphere { radius: f(*radius) },
+            Shape::Capsule {
+                radius,
+                half_height,
+            } => ShapeLine::Capsule {
+                radius: f(*radius),
+                half_height: f(*half_height),
+            },
+            Shape::Cylinder {
+                radius,
+                half_height,
+            } => ShapeLine::Cylinder {
+                radius: f(*radius),
+                half_height: f(*half_height),
+            },
+            Shape::Convex(hull) => ShapeLine::Convex {
+                points: hull
+                    .points
+                    .iter()
+                    .map(|p| (*p + hull.centre).to_array().map(f))
+                    .collect(),
+            },
+        }
     }
 }
 

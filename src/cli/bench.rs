@@ -407,12 +407,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let ray_list: Vec<TraceQuery> = traces
         .iter()
         .filter(|q| q.mins == q.maxs)
-        .copied()
+        .cloned()
         .collect();
     let box_list: Vec<TraceQuery> = traces
         .iter()
         .filter(|q| q.mins != q.maxs)
-        .copied()
+        .cloned()
         .collect();
     let kind_counters: Vec<(&str, Vec<Counter>)> = if args.stats {
         [

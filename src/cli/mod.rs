@@ -1,5 +1,6 @@
 //! Subcommands, one file each.
 
+mod accuracy;
 mod bench;
 mod compile;
 mod conformance;
@@ -41,6 +42,8 @@ enum Command {
     Conformance(conformance::ConformanceArgs),
     /// Measure kernel throughput on a query file, side by side with parry3d.
     Bench(bench::BenchArgs),
+    /// Measure shape sweeps (plane-shifted and exact) against the exact reference.
+    Accuracy(accuracy::AccuracyArgs),
 }
 
 /// How to open a world: shared by every subcommand that takes one.
@@ -106,6 +109,7 @@ pub fn run() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Accuracy(args) => accuracy::run(args),
     };
     match result {
         Ok(code) => code,

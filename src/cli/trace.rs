@@ -158,8 +158,8 @@ async fn answer_chunk(
     failed: &mut usize,
 ) -> anyhow::Result<Vec<String>> {
     let mut slots = Vec::with_capacity(chunk.len());
-    // Box (as bits) -> (box, positions in the chunk, request).
-    let mut groups: HashMap<[u32; 6], (Vec<usize>, pb::TraceRequest)> = HashMap::new();
+    // Box (as bits), swept shape and exactness -> (positions in the chunk, request).
+    let mut groups: HashMap<String, (Vec<usize>, pb::TraceRequest)> = HashMap::new();
     let mut points = pb::PointContentsRequest {
         world: world.to_owned(),
         points: Vec::new(),
@@ -167,45 +167,53 @@ async fn answer_chunk(
     let mut point_slots = Vec::new();
     let mut any_hit = vec![false; chunk.len()];
     for (pos, (index, line)) in chunk.iter().enumerate() {
-        let parsed = QueryLine::parse(line).and_then(|q| q.request());
-        any_hit[pos] = matches!(parsed, Ok(Request::AnyHit(_)));
+        let parsed = QueryLine::parse(line).and_then(|q| q.request().map(|r| (q, r)));
+        any_hit[pos] = matches!(parsed, Ok((_, Request::AnyHit(_))));
         match parsed {
             Err(err) => {
                 *failed += 1;
                 eprintln!("bspq: line {}: {err}", index + 1);
                 slots.push(Slot::Done(error_json(&err, *index)));
             }
-            Ok(Request::Query(Query::Point(p))) => {
+            Ok((_, Request::Query(Query::Point(p)))) => {
                 points.points.extend_from_slice(&p.to_array());
                 point_slots.push(pos);
                 slots.push(Slot::Pending);
             }
-            Ok(Request::Query(Query::Trace(q)) | Request::AnyHit(q)) => {
+            Ok((line, Request::Query(Query::Trace(q)) | Request::AnyHit(q))) => {
                 let (mins, maxs) = (q.mins.to_array(), q.maxs.to_array());
-                let key = [mins, maxs].concat();
-                let key: [u32; 6] = std::array::from_fn(|i| key[i].to_bits());
-                let (positions, req) = groups.entry(key).or_insert_with(|| {
-                    let shape = (mins != [0.0; 3] || maxs != [0.0; 3]).then(|| pb::Box {
-                        mins: Some(pb::Vec3 {
-                            x: mins[0],
-                            y: mins[1],
-                            z: mins[2],
-                        }),
-                        maxs: Some(pb::Vec3 {
-                            x: maxs[0],
-                            y: maxs[1],
-                            z: maxs[2],
-                        }),
+                let swept = line
+                    .shape
+                    .as_ref()
+                    .map(bspq::transport::grpc::swept_message);
+                let bits: Vec<u32> = [mins, maxs].concat().iter().map(|f| f.to_bits()).collect();
+                let key = format!("{bits:?} {swept:?} {}", q.exact);
+                let (positions, req) =
+                    groups.entry(key).or_insert_with(|| {
+                        let shape = (swept.is_none() && (mins != [0.0; 3] || maxs != [0.0; 3]))
+                            .then(|| pb::Box {
+                                mins: Some(pb::Vec3 {
+                                    x: mins[0],
+                                    y: mins[1],
+                                    z: mins[2],
+                                }),
+                                maxs: Some(pb::Vec3 {
+                                    x: maxs[0],
+                                    y: maxs[1],
+                                    z: maxs[2],
+                                }),
+                            });
+                        (
+                            Vec::new(),
+                            pb::TraceRequest {
+                                world: world.to_owned(),
+                                shape,
+                                swept,
+                                exact: q.exact,
+                                ..Default::default()
+                            },
+                        )
                     });
-                    (
-                        Vec::new(),
-                        pb::TraceRequest {
-                            world: world.to_owned(),
-                            shape,
-                            ..Default::default()
-                        },
-                    )
-                });
                 positions.push(pos);
                 req.starts.extend_from_slice(&q.start.to_array());
                 req.ends.extend_from_slice(&q.end.to_array());

@@ -51,13 +51,13 @@ impl<'a> TraceBatch<'a> {
     /// Query `i` (after [`TraceBatch::check`]).
     #[inline]
     pub fn query(&self, i: usize) -> TraceQuery {
-        TraceQuery {
-            start: self.starts[i],
-            end: self.ends[i],
-            mins: self.mins,
-            maxs: self.maxs,
-            mask: self.masks.map_or(self.mask, |m| m[i]),
-        }
+        TraceQuery::boxed(
+            self.starts[i],
+            self.ends[i],
+            self.mins,
+            self.maxs,
+            self.masks.map_or(self.mask, |m| m[i]),
+        )
     }
 
     /// The arrays must have one entry per query.

@@ -5,11 +5,17 @@
 //! The path of a trace reads from the names: [`trace`] → [`tree`] (walk the
 //! tree with each node plane shifted by the box's support distance) → leaf →
 //! [`brush`] / [`patch`] (exact clipping with the reference's epsilon rules).
+//! Spheres, capsules, cylinders and convex shapes take [`sweep`] (the same
+//! walk and clipping with planes shifted by the shape's [`shape`] support),
+//! and, asked for `exact`, [`exact`] (GJK against the brushes' polyhedra).
 
 mod batch;
 mod brush;
 mod contents;
+pub mod exact;
 mod patch;
+pub mod shape;
+mod sweep;
 mod tree;
 mod work;
 
@@ -18,6 +24,8 @@ pub use batch::{
     BatchResults, TraceBatch,
 };
 pub use contents::point_contents;
+pub use exact::reference_trace;
+pub use shape::{ConvexHull, Shape};
 pub use tree::WalkStats;
 pub use work::{Scratch, TraceQuery, TraceResult};
 
@@ -64,6 +72,13 @@ fn trace_probed<P: tree::Probe>(
     scratch: &mut Scratch,
     probe: &mut P,
 ) -> TraceResult {
+    if let Some(shape) = &query.shape {
+        return if query.exact {
+            exact::trace_exact(world, query, shape, scratch)
+        } else {
+            sweep::trace_shape(world, query, shape, scratch)
+        };
+    }
     let mut work = TraceWork::new(query);
     walk(world, &mut work, scratch, probe);
     work.finish(query)

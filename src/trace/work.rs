@@ -1,17 +1,23 @@
 //! Per-query set-up, computed once, and the result being built.
 
+use super::shape::Shape;
 use crate::math::Vec3;
 use crate::world::World;
 
 /// One trace: move a box (`mins`..`maxs` around the traced point; both zero
-/// for a ray) from `start` to `end`, colliding with contents in `mask`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// for a ray) from `start` to `end`, colliding with contents in `mask`; or,
+/// when `shape` is set, that shape (then `mins`/`maxs` are its bounds).
+#[derive(Debug, Clone, PartialEq)]
 pub struct TraceQuery {
     pub start: Vec3,
     pub end: Vec3,
     pub mins: Vec3,
     pub maxs: Vec3,
     pub mask: u32,
+    /// A sphere, capsule, cylinder or convex shape instead of the box.
+    pub shape: Option<Shape>,
+    /// Refine a shape's plane-shifted contact into the exact one.
+    pub exact: bool,
 }
 
 impl TraceQuery {
@@ -22,6 +28,28 @@ impl TraceQuery {
             mins: Vec3::ZERO,
             maxs: Vec3::ZERO,
             mask,
+            shape: None,
+            exact: false,
+        }
+    }
+
+    /// A box sweep.
+    pub fn boxed(start: Vec3, end: Vec3, mins: Vec3, maxs: Vec3, mask: u32) -> Self {
+        Self {
+            mins,
+            maxs,
+            ..Self::ray(start, end, mask)
+        }
+    }
+
+    /// A sweep of `shape` (its bounds fill `mins`/`maxs`).
+    pub fn shaped(start: Vec3, end: Vec3, shape: Shape, mask: u32) -> Self {
+        let (mins, maxs) = shape.bounds();
+        Self {
+            mins,
+            maxs,
+            shape: Some(shape),
+            ..Self::ray(start, end, mask)
         }
     }
 }

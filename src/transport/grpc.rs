@@ -5,7 +5,7 @@
 
 use crate::metrics::Metrics;
 use crate::proto::v1 as pb;
-use crate::query::{Answer, QueryLine};
+use crate::query::{Answer, QueryLine, ShapeLine};
 use crate::registry::WorldEvent;
 use crate::service::{BatchAnswer, Service, ServiceError, WorldDescription};
 use pb::admin_server::{Admin, AdminServer};
@@ -110,6 +110,8 @@ pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine
         Some(shape) => (Some(vec3(&shape.mins)), Some(vec3(&shape.maxs))),
         None => (None, None),
     };
+    let shape = req.swept.as_ref().map(swept_shape).transpose()?;
+    let exact = req.exact.then_some(true);
     Ok((0..n)
         .map(|i| QueryLine {
             start: Some(xyz(&req.starts, i)),
@@ -119,8 +121,63 @@ pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine
             mask: req.masks.get(i).copied().or(req.mask),
             point: None,
             any: None,
+            shape: shape.clone(),
+            exact,
         })
         .collect())
+}
+
+/// A batch's swept shape as the line form (validated later by the core).
+pub fn swept_shape(s: &pb::SweptShape) -> Result<ShapeLine, ServiceError> {
+    use pb::swept_shape::Kind;
+    let f = |v: f32| v as f64;
+    Ok(match &s.kind {
+        None => return Err(malformed("`swept` names no shape".into())),
+        Some(Kind::Sphere(s)) => ShapeLine::Sphere {
+            radius: f(s.radius),
+        },
+        Some(Kind::Capsule(c)) => ShapeLine::Capsule {
+            radius: f(c.radius),
+            half_height: f(c.half_height),
+        },
+        Some(Kind::Cylinder(c)) => ShapeLine::Cylinder {
+            radius: f(c.radius),
+            half_height: f(c.half_height),
+        },
+        Some(Kind::Convex(c)) => {
+            let n = triples("swept.convex.points", &c.points)?;
+            ShapeLine::Convex {
+                points: (0..n).map(|i| xyz(&c.points, i)).collect(),
+            }
+        }
+    })
+}
+
+/// The wire form of a line's shape.
+pub fn swept_message(s: &ShapeLine) -> pb::SweptShape {
+    use pb::swept_shape::Kind;
+    let f = |v: f64| v as f32;
+    let kind = match s {
+        ShapeLine::Sphere { radius } => Kind::Sphere(pb::Sphere { radius: f(*radius) }),
+        ShapeLine::Capsule {
+            radius,
+            half_height,
+        } => Kind::Capsule(pb::Capsule {
+            radius: f(*radius),
+            half_height: f(*half_height),
+        }),
+        ShapeLine::Cylinder {
+            radius,
+            half_height,
+        } => Kind::Cylinder(pb::Cylinder {
+            radius: f(*radius),
+            half_height: f(*half_height),
+        }),
+        ShapeLine::Convex { points } => Kind::Convex(pb::Convex {
+            points: points.iter().flatten().map(|c| f(*c)).collect(),
+        }),
+    };
+    pb::SweptShape { kind: Some(kind) }
 }
 
 /// Packed points.

@@ -1,0 +1,523 @@
+//! Exact swept shapes: the shape cast against each brush's convex polyhedron
+//! (GJK on the Minkowski difference, by parry3d), with no plane shifting.
+//!
+//! Two users: `exact: true` queries refine the plane-shifted sweep's candidate
+//! brushes ([`trace_exact`]), and [`reference_trace`] answers by brute force
+//! over every brush, the expectation tests and the accuracy report measure
+//! against. Both back off from the contact as the reference kernel does: the
+//! shape stops [`SURFACE_CLIP_EPSILON`] short along the contact normal.
+
+use super::shape::Shape;
+use super::sweep::with_support;
+use super::work::{Scratch, TraceQuery, TraceResult};
+use crate::math::{dvec, DVec3, Vec3, Winding, SURFACE_CLIP_EPSILON};
+use crate::world::{Brush, World};
+use parry3d::math::{Pose, Vector};
+use parry3d::query::details::cast_shapes_support_map_support_map;
+use parry3d::query::details::distance_support_map_support_map;
+use parry3d::query::details::intersection_test_support_map_support_map;
+use parry3d::query::{ShapeCastHit, ShapeCastOptions};
+use parry3d::shape::{Ball, Capsule, Cylinder, SupportMap};
+
+/// Points closer than this (units) are one polyhedron vertex.
+const VERTEX_WELD: f64 = 1e-3;
+
+fn pv(v: Vec3) -> Vector {
+    Vector::new(v.x, v.y, v.z)
+}
+
+fn gv(v: Vector) -> Vec3 {
+    Vec3::new(v.x, v.y, v.z)
+}
+
+/// The corners of a brush's convex polyhedron (each side's face, clipped by
+/// every other side), in f64 world coordinates.
+pub fn brush_vertices(world: &World, brush: &Brush) -> Vec<DVec3> {
+    polyhedron_vertices(&brush_planes(world, brush))
+}
+
+fn brush_planes(world: &World, brush: &Brush) -> Vec<(DVec3, f64)> {
+    let first = brush.first_side as usize;
+    world.brush_sides[first..first + brush.num_sides as usize]
+        .iter()
+        .map(|s| {
+            let p = &world.planes[s.plane as usize];
+            (dvec(p.normal()), p.dist as f64)
+        })
+        .collect()
+}
+
+/// The corners of the intersection of the half-spaces `n·x <= d`.
+fn polyhedron_vertices(planes: &[(DVec3, f64)]) -> Vec<DVec3> {
+    let mut out: Vec<DVec3> = Vec::new();
+    for (i, &(n, d)) in planes.iter().enumerate() {
+        let mut w = Winding::base_for_plane(n, d);
+        let kept = planes
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .all(|(_, &(m, e))| w.clip_back(m, e, 0.0));
+        if !kept {
+            continue;
+        }
+        for p in w.points {
+            if !out
+                .iter()
+                .any(|q| q.distance_squared(p) < VERTEX_WELD * VERTEX_WELD)
+            {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// The part of `brush` inside the box `lo..hi`, as points relative to
+/// `origin` (`None` when nothing is left). GJK in f32 loses precision on
+/// polytopes thousands of units across; cut to the region a sweep can reach,
+/// they stay small.
+fn local_cloud(world: &World, brush: &Brush, lo: DVec3, hi: DVec3, origin: DVec3) -> Option<Cloud> {
+    let bmin = dvec(Vec3::from_array(brush.mins));
+    let bmax = dvec(Vec3::from_array(brush.maxs));
+    if bmin.cmpgt(hi).any() || bmax.cmplt(lo).any() {
+        return None;
+    }
+    let mut planes = brush_planes(world, brush);
+    for k in 0..3 {
+        let mut n = DVec3::ZERO;
+        n[k] = 1.0;
+        planes.push((n, hi[k]));
+        planes.push((-n, -lo[k]));
+    }
+    let points = polyhedron_vertices(&planes);
+    if points.is_empty() {
+        return None;
+    }
+    Some(Cloud(
+        points
+            .into_iter()
+            .map(|p| {
+                let r = p - origin;
+                Vector::new(r.x as f32, r.y as f32, r.z as f32)
+            })
+            .collect(),
+    ))
+}
+
+/// A point set as a parry support map (its convex hull, without building it).
+struct Cloud(Vec<Vector>);
+
+impl SupportMap for Cloud {
+    fn local_support_point(&self, dir: Vector) -> Vector {
+        let mut best = self.0.first().copied().unwrap_or(Vector::ZERO);
+        let mut best_dot = best.dot(dir);
+        for p in &self.0[1..] {
+            let d = p.dot(dir);
+            if d > best_dot {
+                best_dot = d;
+                best = *p;
+            }
+        }
+        best
+    }
+}
+
+/// A cylinder along z (parry's is along y).
+struct CylinderZ(Cylinder);
+
+impl SupportMap for CylinderZ {
+    fn local_support_point(&self, dir: Vector) -> Vector {
+        // Local (x, y, z) = world (x, z, -y); back again.
+        let p = self
+            .0
+            .local_support_point(Vector::new(dir.x, dir.z, -dir.y));
+        Vector::new(p.x, -p.z, p.y)
+    }
+}
+
+/// The query shape as a parry support map centred at the origin.
+enum ParryShape {
+    Ball(Ball),
+    Capsule(Capsule),
+    Cylinder(CylinderZ),
+    Convex(Cloud),
+}
+
+impl ParryShape {
+    fn new(shape: &Shape) -> ParryShape {
+        match shape {
+            Shape::Sphere { radius } => ParryShape::Ball(Ball::new(*radius)),
+            Shape::Capsule {
+                radius,
+                half_height,
+            } => ParryShape::Capsule(Capsule::new_z(*half_height, *radius)),
+            Shape::Cylinder {
+                radius,
+                half_height,
+            } => ParryShape::Cylinder(CylinderZ(Cylinder::new(*half_height, *radius))),
+            Shape::Convex(hull) => {
+                ParryShape::Convex(Cloud(hull.points.iter().map(|p| pv(*p)).collect()))
+            }
+        }
+    }
+
+    fn support_map(&self) -> &dyn SupportMap {
+        match self {
+            ParryShape::Ball(s) => s,
+            ParryShape::Capsule(s) => s,
+            ParryShape::Cylinder(s) => s,
+            ParryShape::Convex(s) => s,
+        }
+    }
+}
+
+/// What one brush does to one exact sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BrushOutcome {
+    Miss,
+    /// The shape overlaps the brush at the start; `allsolid` when at the end too.
+    Inside {
+        allsolid: bool,
+    },
+    /// First contact at `toi` (0..1 of the move), with the brush's outward
+    /// normal there and the contact point on the brush (world coordinates).
+    Hit {
+        toi: f32,
+        normal: Vec3,
+        point: Vec3,
+    },
+}
+
+/// Room (units) left around the shape when cutting brushes down.
+const CUT_MARGIN: f64 = 2.0;
+
+/// A hit is refined by sweeping again over this many units either side of it.
+const REFINE_SPAN: f32 = 1.0;
+
+/// Sweeps `shape` (half-size `half`, centred at `start`, moving by `motion`)
+/// exactly against `brush`.
+pub fn sweep_brush(
+    world: &World,
+    brush: &Brush,
+    shape: &dyn SupportMap,
+    half: Vec3,
+    start: Vec3,
+    motion: Vec3,
+) -> BrushOutcome {
+    let reach = dvec(half) + DVec3::splat(CUT_MARGIN);
+    let around = |at: Vec3| {
+        let at = dvec(at);
+        local_cloud(world, brush, at - reach, at + reach, at)
+    };
+    let overlaps = |at: Vec3| {
+        around(at).is_some_and(|cloud| {
+            intersection_test_support_map_support_map(&Pose::IDENTITY, shape, &cloud)
+        })
+    };
+    if overlaps(start) {
+        return BrushOutcome::Inside {
+            allsolid: overlaps(start + motion),
+        };
+    }
+    let Some((toi, _, _)) = cast_segment(world, brush, shape, reach, start, motion) else {
+        return BrushOutcome::Miss;
+    };
+    // GJK's tolerance grows with the distances involved: sweep again over a
+    // short span around the contact, with the brush cut close around it.
+    let length = motion.length();
+    let (t0, t1) = (
+        (toi - REFINE_SPAN / length).max(0.0),
+        (toi + REFINE_SPAN / length).min(1.0),
+    );
+    let from = start + motion * t0;
+    let (toi, normal, point) =
+        match cast_segment(world, brush, shape, reach, from, motion * (t1 - t0)) {
+            Some((t, normal, point)) => (t0 + t * (t1 - t0), normal, point),
+            None => cast_segment(world, brush, shape, reach, start, motion).unwrap_or_default(),
+        };
+    // GJK's ray cast can report a contact that is not there on thin or
+    // grazing pieces; a contact is kept only when the shape, put where it
+    // says, does touch the brush.
+    let touching = around(start + motion * toi).is_some_and(|cloud| {
+        distance_support_map_support_map(&Pose::IDENTITY, shape, &cloud) <= CONTACT_TOLERANCE
+    });
+    if touching {
+        BrushOutcome::Hit { toi, normal, point }
+    } else {
+        BrushOutcome::Miss
+    }
+}
+
+/// How close (units) a reported contact must leave the shape to the brush.
+const CONTACT_TOLERANCE: f32 = 0.05;
+
+/// One GJK cast over a segment, with the brush cut to the swept box: time of
+/// impact, the brush's outward normal and the contact point (world).
+fn cast_segment(
+    world: &World,
+    brush: &Brush,
+    shape: &dyn SupportMap,
+    reach: DVec3,
+    start: Vec3,
+    motion: Vec3,
+) -> Option<(f32, Vec3, Vec3)> {
+    let (a, b) = (dvec(start), dvec(start + motion));
+    let cloud = local_cloud(world, brush, a.min(b) - reach, a.max(b) + reach, a)?;
+    let options = ShapeCastOptions {
+        max_time_of_impact: 1.0,
+        stop_at_penetration: true,
+        ..ShapeCastOptions::default()
+    };
+    let hit: ShapeCastHit =
+        cast_shapes_support_map_support_map(&Pose::IDENTITY, -pv(motion), shape, &cloud, options)?;
+    (hit.time_of_impact <= 1.0).then(|| {
+        (
+            hit.time_of_impact,
+            -gv(hit.normal1).normalize_or_zero(),
+            gv(hit.witness2) + start,
+        )
+    })
+}
+
+/// The fraction reported for a contact at `toi`: backed off so that the shape
+/// stops [`SURFACE_CLIP_EPSILON`] short of the contact along its normal.
+pub fn backed_off(toi: f32, motion: Vec3, normal: Vec3) -> f32 {
+    let closing = -(motion.dot(normal)) as f64;
+    if closing <= 0.0 {
+        return toi;
+    }
+    ((toi as f64 - SURFACE_CLIP_EPSILON / closing) as f32).max(0.0)
+}
+
+/// Folds one brush's outcome into a trace result, as the reference kernel
+/// folds brush clips: the strictly nearest contact wins; starting inside
+/// marks startsolid; staying inside ends the trace all-solid.
+fn fold(
+    world: &World,
+    brush: &Brush,
+    outcome: BrushOutcome,
+    motion: Vec3,
+    result: &mut TraceResult,
+) {
+    match outcome {
+        BrushOutcome::Miss => {}
+        BrushOutcome::Inside { allsolid } => {
+            result.startsolid = true;
+            if allsolid {
+                result.allsolid = true;
+                result.fraction = 0.0;
+                result.contents = brush.contents;
+            }
+        }
+        BrushOutcome::Hit { toi, normal, point } => {
+            let fraction = backed_off(toi, motion, normal);
+            if fraction < result.fraction {
+                result.fraction = fraction;
+                result.normal = normal;
+                result.dist = normal.dot(point);
+                result.surface_flags = facing_side(world, brush, normal);
+                result.contents = brush.contents;
+            }
+        }
+    }
+}
+
+/// The surface flags of the brush side facing most along `normal`.
+fn facing_side(world: &World, brush: &Brush, normal: Vec3) -> u32 {
+    let first = brush.first_side as usize;
+    world.brush_sides[first..first + brush.num_sides as usize]
+        .iter()
+        .map(|s| {
+            (
+                world.planes[s.plane as usize].normal().dot(normal),
+                s.surface_flags,
+            )
+        })
+        .fold((f32::NEG_INFINITY, 0), |a, b| if b.0 > a.0 { b } else { a })
+        .1
+}
+
+fn finish(q: &TraceQuery, mut result: TraceResult) -> TraceResult {
+    result.endpos = if result.fraction == 1.0 {
+        q.end
+    } else {
+        q.start + (q.end - q.start) * result.fraction
+    };
+    result
+}
+
+/// An `exact: true` trace: the plane-shifted sweep lists the brushes the shape
+/// could touch (its shifted planes bound the exact Minkowski sum, so no brush
+/// the exact sweep touches is left out); each is then swept exactly. Patches
+/// keep their plane-shifted contacts (their facets are not closed solids).
+pub(crate) fn trace_exact(
+    world: &World,
+    q: &TraceQuery,
+    shape: &Shape,
+    scratch: &mut Scratch,
+) -> TraceResult {
+    let (patch_result, mut candidates) = with_support(q, shape, true, |sweep| {
+        sweep.run(world, scratch);
+        (sweep.result(), sweep.take_candidates())
+    });
+    // In brush order, as the reference folds them: equal contacts and
+    // all-solid brushes resolve the same way.
+    candidates.sort_unstable();
+    let start = q.start + shape.centre();
+    let motion = q.end - q.start;
+    let parry_shape = ParryShape::new(shape);
+    let half = shape.half_extents();
+    let mut result = TraceResult::default();
+    for b in candidates {
+        let brush = &world.brushes[b as usize];
+        let outcome = sweep_brush(world, brush, parry_shape.support_map(), half, start, motion);
+        fold(world, brush, outcome, motion, &mut result);
+        if result.allsolid {
+            break;
+        }
+    }
+    if !result.allsolid {
+        result.startsolid |= patch_result.startsolid;
+        if patch_result.allsolid || patch_result.fraction < result.fraction {
+            let startsolid = result.startsolid;
+            result = patch_result;
+            result.startsolid |= startsolid;
+        }
+    }
+    finish(q, result)
+}
+
+/// Brute-force exact answers: every brush in the mask swept on its own
+/// (no tree, no plane shifting); the nearest contact wins. Brushes only:
+/// patches are left out.
+pub fn reference_trace(world: &World, q: &TraceQuery, shape: &Shape) -> TraceResult {
+    let start = q.start + shape.centre();
+    let motion = q.end - q.start;
+    let parry_shape = ParryShape::new(shape);
+    let half = shape.half_extents();
+    let mut result = TraceResult::default();
+    for brush in world.brushes {
+        if brush.contents & q.mask == 0 {
+            continue;
+        }
+        let outcome = sweep_brush(world, brush, parry_shape.support_map(), half, start, motion);
+        fold(world, brush, outcome, motion, &mut result);
+        if result.allsolid {
+            break;
+        }
+    }
+    finish(q, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::{BrushSide, Plane, WorldData};
+
+    /// One axial cube brush, -32..32 on every axis.
+    fn cube_world() -> WorldData {
+        let mut w = WorldData::default();
+        for (axis, sign) in [
+            (0, 1.0),
+            (0, -1.0),
+            (1, 1.0),
+            (1, -1.0),
+            (2, 1.0),
+            (2, -1.0),
+        ] {
+            let mut n = Vec3::ZERO;
+            n[axis] = sign;
+            w.planes.push(Plane::new(n, 32.0));
+            w.brush_sides.push(BrushSide {
+                plane: w.planes.len() as u32 - 1,
+                surface_flags: axis as u32,
+            });
+        }
+        w.brushes.push(Brush {
+            first_side: 0,
+            num_sides: 6,
+            contents: 1,
+            source_index: 0,
+            mins: [-32.0; 3],
+            maxs: [32.0; 3],
+        });
+        w
+    }
+
+    #[test]
+    fn cube_has_eight_corners() {
+        let w = cube_world();
+        let v = brush_vertices(&w.view(), &w.brushes[0]);
+        assert_eq!(v.len(), 8);
+        assert!(v.iter().all(|p| p.abs() == DVec3::splat(32.0)));
+    }
+
+    /// A sphere sweeping onto a face, an edge and a corner stops where the
+    /// closed forms say (the corner: |c - corner| = r).
+    #[test]
+    fn sphere_contacts_match_closed_forms() {
+        let w = cube_world();
+        let world = w.view();
+        let r = 16.0f32;
+        let sphere = Shape::Sphere { radius: r };
+        // Face: centre moves along -x toward x = 32 + r.
+        let q = TraceQuery::shaped(
+            Vec3::new(100.0, 0.0, 0.0),
+            Vec3::new(0.0, 0.0, 0.0),
+            sphere.clone(),
+            1,
+        );
+        let got = reference_trace(&world, &q, &sphere);
+        let toi = (100.0 - 48.0) / 100.0;
+        let want = toi - SURFACE_CLIP_EPSILON as f32 / 100.0;
+        assert!(
+            (got.fraction - want).abs() < 1e-4,
+            "{} vs {want}",
+            got.fraction
+        );
+        assert!(got.normal.dot(Vec3::X) > 0.9999);
+        assert_eq!(got.surface_flags, 0);
+        // Corner: moving along the diagonal toward (32,32,32).
+        let d = Vec3::splat(1.0).normalize();
+        let start = Vec3::splat(32.0) + d * 100.0;
+        let q = TraceQuery::shaped(start, Vec3::splat(32.0), sphere.clone(), 1);
+        let got = reference_trace(&world, &q, &sphere);
+        let want = (100.0 - r) / 100.0 - SURFACE_CLIP_EPSILON as f32 / 100.0;
+        assert!(
+            (got.fraction - want).abs() < 1e-4,
+            "{} vs {want}",
+            got.fraction
+        );
+        assert!(got.normal.dot(d) > 0.999);
+        // Plane shifting stops earlier there: it meets the shifted corner of the bevel-less cube.
+        let mut scratch = Scratch::new();
+        let shifted = super::super::sweep::trace_shape(&world, &q, &sphere, &mut scratch);
+        assert!(shifted.fraction < got.fraction - 0.1);
+    }
+
+    #[test]
+    fn starting_inside_is_startsolid_and_staying_is_allsolid() {
+        let w = cube_world();
+        let world = w.view();
+        let capsule = Shape::Capsule {
+            radius: 8.0,
+            half_height: 16.0,
+        };
+        let q = TraceQuery::shaped(
+            Vec3::new(0.0, 0.0, 50.0),
+            Vec3::new(0.0, 0.0, 200.0),
+            capsule.clone(),
+            1,
+        );
+        let got = reference_trace(&world, &q, &capsule);
+        assert!(got.startsolid && !got.allsolid && got.fraction == 1.0);
+        let q = TraceQuery::shaped(
+            Vec3::new(0.0, 0.0, 50.0),
+            Vec3::new(0.0, 0.0, 10.0),
+            capsule.clone(),
+            1,
+        );
+        let got = reference_trace(&world, &q, &capsule);
+        assert!(got.startsolid && got.allsolid && got.fraction == 0.0);
+    }
+}

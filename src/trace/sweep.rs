@@ -1,0 +1,571 @@
+//! Sweeping a sphere, capsule, cylinder or convex shape by plane shifting:
+//! every plane the walk and the clipping read is pushed out by the shape's
+//! support distance along it, and the shape's centre is traced as a point.
+//!
+//! This is the box kernel ([`super::tree`], [`super::brush`], [`super::patch`])
+//! with the box's corner offsets replaced by a [`Support`] function, compiled
+//! once per shape kind. Boxes and rays never come here: their path stays
+//! specialised.
+
+use super::shape::{Capsule, Cylinder, Points, Shape, Sphere, Support};
+use super::work::{Scratch, TraceQuery, TraceResult};
+use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
+use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
+
+/// One shape trace's set-up and result.
+pub(crate) struct ShapeWork<S> {
+    /// Start and end of the shape's centre.
+    pub start: Vec3,
+    pub end: Vec3,
+    pub shape: S,
+    /// Half-size of the shape's bounding box.
+    pub half: Vec3,
+    /// Swept bounds of the shape.
+    pub bounds: [Vec3; 2],
+    pub mask: u32,
+    pub result: TraceResult,
+    /// When set, brushes are not clipped into `result` but listed: the ones
+    /// the plane-shifted shape touches, the only ones the exact sweep can
+    /// touch (the shifted planes bound the Minkowski sum).
+    pub collect: Option<Vec<u32>>,
+}
+
+impl<S: Support> ShapeWork<S> {
+    fn new(q: &TraceQuery, centre: Vec3, half: Vec3, shape: S, collect: bool) -> Self {
+        let start = q.start + centre;
+        let end = q.end + centre;
+        Self {
+            start,
+            end,
+            shape,
+            half,
+            bounds: [start.min(end) - half, start.max(end) + half],
+            mask: q.mask,
+            result: TraceResult::default(),
+            collect: collect.then(Vec::new),
+        }
+    }
+}
+
+/// Runs `f` with the shape's [`Support`] type (one compiled sweep per kind).
+pub(crate) fn with_support<R>(
+    q: &TraceQuery,
+    shape: &Shape,
+    collect: bool,
+    f: impl FnOnce(&mut dyn ShapeSweep) -> R,
+) -> R {
+    let (centre, half) = (shape.centre(), shape.half_extents());
+    match shape {
+        Shape::Sphere { radius } => f(&mut ShapeWork::new(
+            q,
+            centre,
+            half,
+            Sphere(*radius),
+            collect,
+        )),
+        Shape::Capsule {
+            radius,
+            half_height,
+        } => f(&mut ShapeWork::new(
+            q,
+            centre,
+            half,
+            Capsule::new(*radius, *half_height),
+            collect,
+        )),
+        Shape::Cylinder {
+            radius,
+            half_height,
+        } => f(&mut ShapeWork::new(
+            q,
+            centre,
+            half,
+            Cylinder::new(*radius, *half_height),
+            collect,
+        )),
+        Shape::Convex(hull) => f(&mut ShapeWork::new(
+            q,
+            centre,
+            half,
+            Points(&hull.points),
+            collect,
+        )),
+    }
+}
+
+/// The sweep of one shape kind, behind one dynamic call per query.
+pub(crate) trait ShapeSweep {
+    /// Walks the tree and clips (or, collecting, lists) what the shape meets.
+    fn run(&mut self, world: &World, scratch: &mut Scratch);
+    fn result(&self) -> TraceResult;
+    fn take_candidates(&mut self) -> Vec<u32>;
+}
+
+impl<S: Support> ShapeSweep for ShapeWork<S> {
+    fn run(&mut self, world: &World, scratch: &mut Scratch) {
+        scratch.begin(world);
+        if self.start == self.end {
+            position_test(world, self, scratch);
+        } else {
+            trace_tree(world, self, scratch);
+        }
+    }
+
+    fn result(&self) -> TraceResult {
+        self.result
+    }
+
+    fn take_candidates(&mut self) -> Vec<u32> {
+        self.collect.take().unwrap_or_default()
+    }
+}
+
+/// The plane-shifted answer for a query with a shape.
+pub(crate) fn trace_shape(
+    world: &World,
+    q: &TraceQuery,
+    shape: &Shape,
+    scratch: &mut Scratch,
+) -> TraceResult {
+    let mut result = with_support(q, shape, false, |sweep| {
+        sweep.run(world, scratch);
+        sweep.result()
+    });
+    result.endpos = if result.fraction == 1.0 {
+        q.end
+    } else {
+        q.start + (q.end - q.start) * result.fraction
+    };
+    result
+}
+
+/// A piece of the move still to walk: `child` between fractions `f1..f2`.
+#[derive(Debug, Clone, Copy)]
+struct Segment {
+    child: i32,
+    f1: f32,
+    f2: f32,
+    p1: Vec3,
+    p2: Vec3,
+}
+
+fn trace_tree<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch) {
+    let mut stack = vec![Segment {
+        child: world.root(),
+        f1: 0.0,
+        f2: 1.0,
+        p1: w.start,
+        p2: w.end,
+    }];
+    while let Some(seg) = stack.pop() {
+        walk_segment(world, w, scratch, seg, &mut stack);
+    }
+}
+
+/// Descends from `seg.child` along the near side, pushing far sides (as the
+/// box walk does, with the shape's reach along each node normal).
+fn walk_segment<S: Support>(
+    world: &World,
+    w: &mut ShapeWork<S>,
+    scratch: &mut Scratch,
+    seg: Segment,
+    stack: &mut Vec<Segment>,
+) {
+    let Segment {
+        mut child,
+        f1: p1f,
+        mut f2,
+        p1,
+        mut p2,
+    } = seg;
+    if w.result.fraction <= p1f {
+        return;
+    }
+    while child >= 0 {
+        let node = &world.nodes[child as usize];
+        let plane = &world.planes[node.plane as usize];
+        let normal = plane.normal();
+        let t1 = normal.dot(p1) - plane.dist;
+        let t2 = normal.dot(p2) - plane.dist;
+        let reach = w.shape.reach(normal) + TREE_WALK_SLACK;
+        if t1 >= reach && t2 >= reach {
+            child = node.children[0];
+            continue;
+        }
+        if t1 < -reach && t2 < -reach {
+            child = node.children[1];
+            continue;
+        }
+        let (near, frac_near_end, frac_far_start) = if t1 < t2 {
+            let inv = 1.0 / (t1 - t2);
+            (1usize, (t1 - reach) * inv, (t1 + reach) * inv)
+        } else if t1 > t2 {
+            let inv = 1.0 / (t1 - t2);
+            (0usize, (t1 + reach) * inv, (t1 - reach) * inv)
+        } else {
+            (0usize, 1.0, 0.0)
+        };
+        let frac2 = frac_far_start.clamp(0.0, 1.0);
+        stack.push(Segment {
+            child: node.children[near ^ 1],
+            f1: p1f + (f2 - p1f) * frac2,
+            f2,
+            p1: p1 + (p2 - p1) * frac2,
+            p2,
+        });
+        let frac = frac_near_end.clamp(0.0, 1.0);
+        f2 = p1f + (f2 - p1f) * frac;
+        p2 = p1 + (p2 - p1) * frac;
+        child = node.children[near];
+    }
+    trace_leaf(world, w, scratch, &world.leaves[(-1 - child) as usize]);
+}
+
+fn trace_leaf<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch, leaf: &Leaf) {
+    let first = leaf.first_brush as usize;
+    for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
+        let brush = &world.brushes[b as usize];
+        if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
+            continue;
+        }
+        if let Some(list) = &mut w.collect {
+            // Clip alone: does the plane-shifted shape touch it at all?
+            let mut alone = ShapeClip::new(w.start, w.end);
+            clip_brush(world, brush, &w.shape, &mut alone);
+            if alone.result.fraction < 1.0 || alone.result.startsolid {
+                list.push(b);
+            }
+            continue;
+        }
+        let mut clip = ShapeClip {
+            start: w.start,
+            end: w.end,
+            result: w.result,
+        };
+        clip_brush(world, brush, &w.shape, &mut clip);
+        w.result = clip.result;
+        if w.result.allsolid || w.result.fraction == 0.0 {
+            return;
+        }
+    }
+    let first = leaf.first_patch as usize;
+    for &p in &world.leaf_patches[first..first + leaf.num_patches as usize] {
+        let patch = &world.patches[p as usize];
+        if !scratch.first_visit_patch(p as usize) || patch.contents & w.mask == 0 {
+            continue;
+        }
+        trace_through_patch(world, patch, w);
+        if w.result.allsolid {
+            return;
+        }
+    }
+}
+
+/// A segment and the result clipping builds up.
+pub(crate) struct ShapeClip {
+    pub start: Vec3,
+    pub end: Vec3,
+    pub result: TraceResult,
+}
+
+impl ShapeClip {
+    pub fn new(start: Vec3, end: Vec3) -> Self {
+        Self {
+            start,
+            end,
+            result: TraceResult::default(),
+        }
+    }
+}
+
+/// Clips the shape's centre against `brush` with every side pushed out by
+/// the shape's support, with the reference's epsilon rules (see
+/// [`super::brush::trace_through_brush`], which this mirrors).
+pub(crate) fn clip_brush<S: Support>(world: &World, brush: &Brush, shape: &S, w: &mut ShapeClip) {
+    if brush.num_sides == 0 {
+        return;
+    }
+    let mut enter_frac: f32 = -1.0;
+    let mut leave_frac: f32 = 1.0;
+    let mut clip: Option<usize> = None;
+    let mut starts_out = false;
+    let mut gets_out = false;
+    let first = brush.first_side as usize;
+    for (k, side) in world.brush_sides[first..first + brush.num_sides as usize]
+        .iter()
+        .enumerate()
+    {
+        let plane = &world.planes[side.plane as usize];
+        let normal = plane.normal();
+        let dist = plane.dist + shape.shift(normal);
+        let d1 = w.start.dot(normal) - dist;
+        let d2 = w.end.dot(normal) - dist;
+        if d2 > 0.0 {
+            gets_out = true;
+        }
+        if d1 > 0.0 {
+            starts_out = true;
+        }
+        if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
+            return;
+        }
+        if d1 <= 0.0 && d2 <= 0.0 {
+            continue;
+        }
+        let denom = (d1 - d2) as f64;
+        if d1 > d2 {
+            let f = (((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32).max(0.0);
+            if f > enter_frac {
+                enter_frac = f;
+                clip = Some(first + k);
+            }
+        } else {
+            let f = (((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32).min(1.0);
+            if f < leave_frac {
+                leave_frac = f;
+            }
+        }
+    }
+    if !starts_out {
+        w.result.startsolid = true;
+        if !gets_out {
+            w.result.allsolid = true;
+            w.result.fraction = 0.0;
+            w.result.contents = brush.contents;
+        }
+        return;
+    }
+    if enter_frac < leave_frac && enter_frac > -1.0 && enter_frac < w.result.fraction {
+        if let Some(side_index) = clip {
+            let side = &world.brush_sides[side_index];
+            let plane = &world.planes[side.plane as usize];
+            w.result.fraction = enter_frac.max(0.0);
+            w.result.normal = plane.normal();
+            w.result.dist = plane.dist;
+            w.result.surface_flags = side.surface_flags;
+            w.result.contents = brush.contents;
+        }
+    }
+}
+
+/// Whether the shape at `at` overlaps `brush` after plane shifting (closed).
+pub(crate) fn shape_in_brush<S: Support>(
+    world: &World,
+    brush: &Brush,
+    shape: &S,
+    at: Vec3,
+) -> bool {
+    if brush.num_sides == 0 {
+        return false;
+    }
+    let first = brush.first_side as usize;
+    world.brush_sides[first..first + brush.num_sides as usize]
+        .iter()
+        .all(|side| {
+            let plane = &world.planes[side.plane as usize];
+            let normal = plane.normal();
+            at.dot(normal) - (plane.dist + shape.shift(normal)) <= 0.0
+        })
+}
+
+/// `a · b` summed left to right in f32, as the reference does for patch planes.
+#[inline(always)]
+fn dot(a: Vec3, b: Vec3) -> f32 {
+    a.x * b.x + a.y * b.y + a.z * b.z
+}
+
+#[inline(always)]
+fn patch_normal(p: &PatchPlane) -> Vec3 {
+    Vec3::new(p.plane[0], p.plane[1], p.plane[2])
+}
+
+fn trace_through_patch<S: Support>(world: &World, patch: &Patch, w: &mut ShapeWork<S>) {
+    let [lo, hi] = w.bounds;
+    let overlaps = (0..3).all(|k| {
+        (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON
+            && (lo[k] as f64) <= patch.maxs[k] as f64 + SURFACE_CLIP_EPSILON
+    });
+    if !overlaps {
+        return;
+    }
+    let before = w.result.fraction;
+    let first = patch.first_facet as usize;
+    for facet in &world.facets[first..first + patch.num_facets as usize] {
+        clip_facet(world, facet, w);
+    }
+    if w.result.fraction < before {
+        w.result.contents = patch.contents;
+        w.result.surface_flags = patch.surface_flags;
+    }
+}
+
+/// The facet's planes as the shape sees them: the surface plane first, then
+/// each border (flipped when inward), each pushed out by the shape's support.
+fn shifted_facet_planes<'a, S: Support>(
+    world: &'a World,
+    facet: &'a Facet,
+    shape: &'a S,
+) -> ((Vec3, f32), impl Iterator<Item = (Vec3, f32)> + 'a) {
+    let surface = &world.patch_planes[facet.surface_plane as usize];
+    let n = patch_normal(surface);
+    let surface_plane = (n, surface.plane[3] + shape.shift(n));
+    let first = facet.first_border as usize;
+    let borders = world.facet_borders[first..first + facet.num_borders as usize]
+        .iter()
+        .map(move |b| {
+            let p = &world.patch_planes[b.plane as usize];
+            let (n, d) = if b.inward != 0 {
+                (-patch_normal(p), -p.plane[3])
+            } else {
+                (patch_normal(p), p.plane[3])
+            };
+            (n, d + shape.shift(n))
+        });
+    (surface_plane, borders)
+}
+
+struct FacetClip {
+    enter: f32,
+    leave: f32,
+}
+
+/// Clips the move against one plane; `None` when the facet is missed,
+/// otherwise whether this plane is the new entry plane.
+#[inline(always)]
+fn clip_plane(n: Vec3, dist: f32, start: Vec3, end: Vec3, clip: &mut FacetClip) -> Option<bool> {
+    let d1 = dot(start, n) - dist;
+    let d2 = dot(end, n) - dist;
+    if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
+        return None;
+    }
+    if d1 <= 0.0 && d2 <= 0.0 {
+        return Some(false);
+    }
+    let denom = (d1 - d2) as f64;
+    if d1 > d2 {
+        let f = (((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32).max(0.0);
+        if f > clip.enter {
+            clip.enter = f;
+            return Some(true);
+        }
+    } else {
+        let f = (((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32).min(1.0);
+        if f < clip.leave {
+            clip.leave = f;
+        }
+    }
+    Some(false)
+}
+
+fn clip_facet<S: Support>(world: &World, facet: &Facet, w: &mut ShapeWork<S>) {
+    let mut clip = FacetClip {
+        enter: -1.0,
+        leave: 1.0,
+    };
+    let (surface, borders) = shifted_facet_planes(world, facet, &w.shape);
+    let mut best = None;
+    match clip_plane(surface.0, surface.1, w.start, w.end, &mut clip) {
+        None => return,
+        Some(true) => best = Some(surface),
+        Some(false) => {}
+    }
+    let mut hit_border = None;
+    for (j, (n, d)) in borders.enumerate() {
+        let Some(entered) = clip_plane(n, d, w.start, w.end, &mut clip) else {
+            return;
+        };
+        if entered {
+            hit_border = Some(j);
+            best = Some((n, d));
+        }
+    }
+    // The last border is the back of the surface, which is never hit.
+    if hit_border.is_some() && hit_border == (facet.num_borders as usize).checked_sub(1) {
+        return;
+    }
+    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < w.result.fraction {
+        if let Some((n, d)) = best {
+            w.result.fraction = clip.enter;
+            w.result.normal = n;
+            w.result.dist = d;
+        }
+    }
+}
+
+fn shape_in_patch<S: Support>(world: &World, patch: &Patch, shape: &S, at: Vec3) -> bool {
+    let first = patch.first_facet as usize;
+    world.facets[first..first + patch.num_facets as usize]
+        .iter()
+        .any(|facet| {
+            let (surface, mut borders) = shifted_facet_planes(world, facet, shape);
+            dot(at, surface.0) - surface.1 <= 0.0 && borders.all(|(n, d)| dot(at, n) - d <= 0.0)
+        })
+}
+
+/// A shape trace whose start equals its end: is the shape inside anything?
+fn position_test<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch) {
+    let lo = w.start - w.half - Vec3::splat(TREE_WALK_SLACK);
+    let hi = w.start + w.half + Vec3::splat(TREE_WALK_SLACK);
+    let mut leaves = Vec::new();
+    collect_box_leaves(world, world.root(), lo, hi, &mut leaves);
+    for leaf_index in leaves {
+        let leaf = &world.leaves[leaf_index as usize];
+        let first = leaf.first_brush as usize;
+        for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
+            let brush = &world.brushes[b as usize];
+            if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
+                continue;
+            }
+            if shape_in_brush(world, brush, &w.shape, w.start) {
+                if let Some(list) = &mut w.collect {
+                    list.push(b);
+                    continue;
+                }
+                set_inside(&mut w.result, brush.contents);
+                return;
+            }
+        }
+        let first = leaf.first_patch as usize;
+        for &p in &world.leaf_patches[first..first + leaf.num_patches as usize] {
+            let patch = &world.patches[p as usize];
+            if !scratch.first_visit_patch(p as usize) || patch.contents & w.mask == 0 {
+                continue;
+            }
+            if shape_in_patch(world, patch, &w.shape, w.start) {
+                set_inside(&mut w.result, patch.contents);
+                return;
+            }
+        }
+    }
+}
+
+fn set_inside(result: &mut TraceResult, contents: u32) {
+    result.startsolid = true;
+    result.allsolid = true;
+    result.fraction = 0.0;
+    result.contents = contents;
+}
+
+/// The leaves whose cells overlap the box `lo..hi`, front first.
+fn collect_box_leaves(world: &World, mut child: i32, lo: Vec3, hi: Vec3, out: &mut Vec<u32>) {
+    loop {
+        if child < 0 {
+            out.push((-1 - child) as u32);
+            return;
+        }
+        let node = &world.nodes[child as usize];
+        let plane = &world.planes[node.plane as usize];
+        let centre = (lo + hi) * 0.5;
+        let half = (hi - lo) * 0.5;
+        let d = plane.distance(centre);
+        let r = plane.normal().abs().dot(half);
+        if d - r >= 0.0 {
+            child = node.children[0];
+        } else if d + r < 0.0 {
+            child = node.children[1];
+        } else {
+            collect_box_leaves(world, node.children[0], lo, hi, out);
+            child = node.children[1];
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! Shapes on the committed maps: exact mode against the brute-force exact
+//! reference, plane shifting against both, a convex box against the box
+//! kernel, and the query-line and gRPC forms of shapes.
+
+mod common;
+
+use bspq::accuracy::{compare, shape_query, ErrorStats, KINDS};
+use bspq::math::Vec3;
+use bspq::proto::v1 as pb;
+use bspq::query::{Query, QueryError, QueryLine, ShapeLine};
+use bspq::trace::{trace, ConvexHull, Scratch, Shape, TraceQuery, TraceResult};
+use std::sync::Arc;
+
+/// The oracle's box queries of a committed map.
+fn box_queries(map: &str) -> Vec<TraceQuery> {
+    common::load_set(map, "boxes", false)
+        .queries
+        .iter()
+        .filter_map(|l| match common::parse_query(l) {
+            Query::Trace(q) if q.mins != q.maxs => Some(q),
+            _ => None,
+        })
+        .collect()
+}
+
+fn describe(q: &TraceQuery, got: &TraceResult, want: &TraceResult) -> String {
+    format!(
+        "{:?} {:?} -> {:?}\n  got  {got:?}\n  want {want:?}",
+        q.shape, q.start, q.end
+    )
+}
+
+/// `exact: true` answers within 0.01 units of the reference (every brush
+/// swept on its own, no tree), for every shape kind on every committed map.
+/// The reference covers brushes only, so the maps are compiled without curves.
+#[test]
+fn exact_mode_matches_the_reference_on_every_map() {
+    for map in common::MAPS {
+        let loaded = common::load_world(map, false);
+        let world = loaded.view();
+        let boxes = box_queries(map);
+        for kind in KINDS {
+            let queries: Vec<TraceQuery> = boxes
+                .iter()
+                .filter_map(|q| shape_query(kind, q, true))
+                .collect();
+            assert!(queries.len() > 1000, "{map} {kind}: {}", queries.len());
+            let pairs = compare(&world, &queries);
+            let mut hits = 0;
+            for (q, (got, want)) in queries.iter().zip(&pairs) {
+                let ok = got.endpos.distance(want.endpos) <= 0.01
+                    && got.startsolid == want.startsolid
+                    && got.allsolid == want.allsolid
+                    && (got.fraction < 1.0) == (want.fraction < 1.0)
+                    && got.contents == want.contents;
+                assert!(ok, "{map} {kind}: {}", describe(q, got, want));
+                hits += (want.fraction < 1.0) as usize;
+            }
+            // The sets are not trivial: many of the moves hit something.
+            assert!(hits > 100, "{map} {kind}: only {hits} hits");
+        }
+    }
+}
+
+/// Plane shifting bounds the exact swept shape from outside: it never misses
+/// what the exact sweep hits, and never stops further along than it (beyond
+/// the difference the 1/8-unit back-off along two different normals makes).
+#[test]
+fn plane_shifting_is_conservative() {
+    for map in common::MAPS {
+        let loaded = common::load_world(map, false);
+        let world = loaded.view();
+        let boxes = box_queries(map);
+        for kind in KINDS {
+            let queries: Vec<TraceQuery> = boxes
+                .iter()
+                .filter_map(|q| shape_query(kind, q, false))
+                .collect();
+            let pairs = compare(&world, &queries);
+            let stats = ErrorStats::from_pairs(&pairs);
+            // A miss of an exact hit only where the grown shape already
+            // starts inside the brush it would hit (so it reports startsolid).
+            for (q, (got, want)) in queries.iter().zip(&pairs) {
+                if got.fraction == 1.0 && want.fraction < 1.0 {
+                    assert!(got.startsolid, "{map} {kind}: {}", describe(q, got, want));
+                }
+            }
+            assert!(
+                stats.false_misses * 100 <= stats.queries,
+                "{map} {kind}: {stats:?}"
+            );
+            for (q, (got, want)) in queries.iter().zip(&pairs) {
+                let why = || format!("{map} {kind}: {}", describe(q, got, want));
+                assert!(!want.startsolid || got.startsolid, "{}", why());
+                let moved = q.end - q.start;
+                let closing = -moved.normalize_or_zero().dot(want.normal);
+                if !got.startsolid && want.fraction < 1.0 && closing > 0.1 {
+                    // Both stop 1/8 unit short along their own normal.
+                    let slack = 0.125 / closing + 0.01;
+                    assert!(
+                        got.fraction * moved.length() <= want.fraction * moved.length() + slack,
+                        "{}",
+                        why()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A convex shape given as a box's eight corners is that box: the shape
+/// sweep answers every oracle box query as the box kernel does, curves on
+/// and off (the box kernel matches the oracle; the shape path shares none of
+/// its code).
+#[test]
+fn a_convex_box_is_the_box() {
+    for map in common::MAPS {
+        for curves in [true, false] {
+            let loaded = common::load_world(map, curves);
+            let world = loaded.view();
+            let mut scratch = Scratch::new();
+            for q in box_queries(map) {
+                let corners: Vec<Vec3> = (0..8)
+                    .map(|bits| {
+                        Vec3::new(
+                            if bits & 1 != 0 { q.maxs.x } else { q.mins.x },
+                            if bits & 2 != 0 { q.maxs.y } else { q.mins.y },
+                            if bits & 4 != 0 { q.maxs.z } else { q.mins.z },
+                        )
+                    })
+                    .collect();
+                let shape = Shape::Convex(Arc::new(ConvexHull::new(&corners)));
+                let convex = TraceQuery::shaped(q.start, q.end, shape, q.mask);
+                let want = trace(&world, &q, &mut scratch);
+                let got = trace(&world, &convex, &mut scratch);
+                let same = got.endpos.distance(want.endpos) <= 1e-3
+                    && (got.fraction - want.fraction).abs() <= 1e-5
+                    && got.normal.distance(want.normal) <= 1e-4
+                    && (
+                        got.startsolid,
+                        got.allsolid,
+                        got.contents,
+                        got.surface_flags,
+                    ) == (
+                        want.startsolid,
+                        want.allsolid,
+                        want.contents,
+                        want.surface_flags,
+                    );
+                assert!(
+                    same,
+                    "{map} curves {curves}: {}",
+                    describe(&convex, &got, &want)
+                );
+            }
+        }
+    }
+}
+
+/// Answers do not depend on what the scratch space saw before.
+#[test]
+fn shape_answers_are_deterministic() {
+    let loaded = common::load_world("q3dm6ish", true);
+    let world = loaded.view();
+    let boxes = box_queries("q3dm6ish");
+    for kind in KINDS {
+        for exact in [false, true] {
+            let queries: Vec<TraceQuery> = boxes
+                .iter()
+                .take(300)
+                .filter_map(|q| shape_query(kind, q, exact))
+                .collect();
+            let mut shared = Scratch::new();
+            let first: Vec<TraceResult> = queries
+                .iter()
+                .map(|q| trace(&world, q, &mut shared))
+                .collect();
+            for (q, a) in queries.iter().zip(&first).rev() {
+                let b = trace(&world, q, &mut Scratch::new());
+                assert_eq!(a.fraction.to_bits(), b.fraction.to_bits(), "{kind} {q:?}");
+                assert_eq!(a.endpos, b.endpos);
+                assert_eq!(a.normal, b.normal);
+                assert_eq!(
+                    (a.startsolid, a.allsolid, a.contents),
+                    (b.startsolid, b.allsolid, b.contents)
+                );
+            }
+        }
+    }
+}
+
+fn validate(json: &str) -> Result<Query, QueryError> {
+    QueryLine::parse(json).and_then(|l| l.validate())
+}
+
+#[test]
+fn shape_lines_are_validated() {
+    let ok = [
+        r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"sphere":{"radius":16}}}"#,
+        r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"capsule":{"radius":15,"half_height":0}},"exact":true}"#,
+        r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"cylinder":{"radius":15,"half_height":24}}}"#,
+        r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"convex":{"points":[[0,0,0],[1,0,0],[0,1,0],[0,0,1]]}}}"#,
+    ];
+    for line in ok {
+        let Ok(Query::Trace(q)) = validate(line) else {
+            panic!("{line} rejected");
+        };
+        let shape = q.shape.as_ref().expect("a shape");
+        assert_eq!((q.mins, q.maxs), shape.bounds(), "{line}");
+    }
+    let too_many = format!(
+        r#"{{"start":[0,0,0],"end":[1,0,0],"shape":{{"convex":{{"points":{:?}}}}}}}"#,
+        vec![[1.0, 2.0, 3.0]; 65]
+    );
+    let bad = [
+        (
+            r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"sphere":{"radius":0}}}"#,
+            "bad_shape",
+        ),
+        (
+            r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"sphere":{"radius":-3}}}"#,
+            "bad_shape",
+        ),
+        (
+            r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"sphere":{"radius":1e9}}}"#,
+            "bad_shape",
+        ),
+        (
+            r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"capsule":{"radius":4,"half_height":-1}}}"#,
+            "bad_shape",
+        ),
+        (
+            r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"convex":{"points":[]}}}"#,
+            "bad_shape",
+        ),
+        (too_many.as_str(), "bad_shape"),
+        (
+            r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"cone":{"radius":4}}}"#,
+            "malformed_query",
+        ),
+        (
+            r#"{"start":[0,0,0],"end":[1,0,0],"shape":{"sphere":{"radius":4,"height":2}}}"#,
+            "malformed_query",
+        ),
+        (
+            r#"{"start":[0,0,0],"end":[1,0,0],"mins":[-1,-1,-1],"maxs":[1,1,1],"shape":{"sphere":{"radius":4}}}"#,
+            "mixed_query",
+        ),
+        (
+            r#"{"point":[0,0,0],"shape":{"sphere":{"radius":4}}}"#,
+            "mixed_query",
+        ),
+    ];
+    for (line, code) in bad {
+        match validate(line) {
+            Err(e) => assert_eq!(e.code(), code, "{line}: {e}"),
+            Ok(q) => panic!("{line} accepted as {q:?}"),
+        }
+    }
+}
+
+#[test]
+fn grpc_swept_shapes_become_query_lines() {
+    let shapes = [
+        ShapeLine::Sphere { radius: 16.0 },
+        ShapeLine::Capsule {
+            radius: 15.0,
+            half_height: 12.0,
+        },
+        ShapeLine::Cylinder {
+            radius: 15.0,
+            half_height: 28.0,
+        },
+        ShapeLine::Convex {
+            points: vec![
+                [0.0, 0.0, 0.0],
+                [8.0, 0.0, 0.0],
+                [0.0, 8.0, 0.0],
+                [0.0, 0.0, 8.0],
+            ],
+        },
+    ];
+    for shape in shapes {
+        let req = pb::TraceRequest {
+            world: "w".into(),
+            starts: vec![0.0, 0.0, 0.0, 1.0, 2.0, 3.0],
+            ends: vec![4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+            swept: Some(bspq::transport::grpc::swept_message(&shape)),
+            exact: true,
+            ..Default::default()
+        };
+        let lines = bspq::transport::grpc::trace_lines(&req, 100).expect("valid batch");
+        assert_eq!(lines.len(), 2);
+        for line in &lines {
+            assert_eq!(line.shape.as_ref(), Some(&shape));
+            assert_eq!(line.exact, Some(true));
+            assert!(matches!(line.validate(), Ok(Query::Trace(q)) if q.shape.is_some() && q.exact));
+        }
+    }
+    // A box and a swept shape at once is one query with both: rejected by the core.
+    let req = pb::TraceRequest {
+        starts: vec![0.0; 3],
+        ends: vec![1.0; 3],
+        shape: Some(pb::Box {
+            mins: Some(pb::Vec3 {
+                x: -1.0,
+                y: -1.0,
+                z: -1.0,
+            }),
+            maxs: Some(pb::Vec3 {
+                x: 1.0,
+                y: 1.0,
+                z: 1.0,
+            }),
+        }),
+        swept: Some(bspq::transport::grpc::swept_message(&ShapeLine::Sphere {
+            radius: 2.0,
+        })),
+        ..Default::default()
+    };
+    let lines = bspq::transport::grpc::trace_lines(&req, 100).expect("converts");
+    assert_eq!(
+        lines[0].validate().map_err(|e| e.code()),
+        Err("mixed_query")
+    );
+    let empty = pb::TraceRequest {
+        starts: vec![0.0; 3],
+        ends: vec![1.0; 3],
+        swept: Some(pb::SweptShape { kind: None }),
+        ..Default::default()
+    };
+    assert!(bspq::transport::grpc::trace_lines(&empty, 100).is_err());
+}
