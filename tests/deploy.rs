@@ -360,6 +360,13 @@ fn the_kubernetes_deployment_runs_as_written() {
         pre_stop + drain.expect("drain_seconds") < grace,
         "preStop {pre_stop} s + drain {drain:?} s must fit in the grace period {grace} s"
     );
+    // Liveness also reads NOT_SERVING while draining: it must not be able to
+    // fail a pod within the grace period.
+    let live = &container["livenessProbe"];
+    assert!(
+        int(&live["failureThreshold"]) * int(&live["periodSeconds"]) > grace,
+        "the liveness probe could restart a draining pod"
+    );
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
 
