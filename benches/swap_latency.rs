@@ -57,7 +57,15 @@ fn start_server(dir: &Path) -> anyhow::Result<std::net::SocketAddr> {
         rt.block_on(async move {
             let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             addr_tx.send(http.local_addr()?)?;
-            run(service, metrics, options, http, None, std::future::pending()).await
+            run(
+                service,
+                metrics,
+                options,
+                http,
+                None,
+                std::future::pending(),
+            )
+            .await
         })
     });
     Ok(addr_rx.recv_timeout(Duration::from_secs(30))?)

@@ -603,3 +603,23 @@ fn the_container_image_runs_as_written() {
     );
     check_serving(server, None);
 }
+
+/// `deploy/check.sh` (kustomize render, kubernetes-validate, systemd-analyze,
+/// hadolint, shipped configs) against the binary under test, so the README's
+/// one test command covers the manifests too. Missing tools are skipped by
+/// the script with a message; a tool that finds a problem fails this test.
+#[test]
+fn deploy_files_pass_the_offline_checks() {
+    let out = std::process::Command::new("bash")
+        .arg(deploy_dir().join("check.sh"))
+        .env("BSPQ_BIN", env!("CARGO_BIN_EXE_bspq"))
+        .output()
+        .expect("bash runs deploy/check.sh");
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{log}");
+    assert!(out.status.success(), "deploy/check.sh failed:\n{log}");
+}

@@ -16,7 +16,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tonic::Code;
 
-
 fn v3(v: [f32; 3]) -> Option<pb::Vec3> {
     Some(pb::Vec3 {
         x: v[0],
@@ -105,8 +104,27 @@ async fn answers_match_the_offline_kernel() {
             }
         }
         for (idx, req) in groups.into_values() {
+            // Line of sight: `hits` only, each equal to the full trace's fraction < 1.
+            let sight = client
+                .trace(pb::TraceRequest {
+                    any_hit: true,
+                    ..req.clone()
+                })
+                .await
+                .expect("any-hit trace")
+                .into_inner();
+            assert!(sight.fractions.is_empty() && sight.flags.is_empty());
+            assert_eq!(sight.hits.len(), idx.len());
+            for (i, hit) in idx.iter().zip(&sight.hits) {
+                let Query::Trace(t) = &queries[*i] else {
+                    unreachable!("grouped traces")
+                };
+                let full = bspq::trace::trace(&local.view(), t, &mut scratch);
+                assert_eq!(*hit, full.fraction < 1.0, "{set}: {}", lines[*i]);
+            }
             let r = client.trace(req).await.expect("trace").into_inner();
             assert_eq!((r.world.as_str(), r.version), ("q3dm6ish", 1));
+            assert!(r.hits.is_empty());
             let got = unpack(&r);
             assert_eq!(got.len(), idx.len());
             for (i, got) in idx.iter().zip(got) {
@@ -626,7 +644,10 @@ fn load_generator_speaks_every_transport() {
             serde_json::from_str(stdout.lines().last().expect("a summary line")).expect("JSON");
         assert_eq!(summary["transport"], transport);
         assert_eq!(summary["errors"], 0, "{transport}");
-        assert_eq!(summary["requests"], 30, "{transport}: budget of 30 requests");
+        assert_eq!(
+            summary["requests"], 30,
+            "{transport}: budget of 30 requests"
+        );
         assert!(summary["p99_ms"].as_f64().expect("p99") > 0.0);
         assert!(summary["queries_per_second"].as_f64().expect("qps") > 0.0);
     }

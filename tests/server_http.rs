@@ -16,7 +16,6 @@ use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -204,6 +203,13 @@ fn every_route_and_error_path() {
         "a failed upload keeps the old version serving"
     );
     assert!(w["last_error"].as_str().is_some_and(|e| !e.is_empty()));
+    let version_series = "bspq_world_version{world=\"uploaded\"} 1";
+    let scrape = || {
+        let (s, metrics) = call(agent().get(&format!("{base}/metrics")).call());
+        assert_eq!(s, 200);
+        metrics.as_str().unwrap_or_default().to_owned()
+    };
+    assert!(scrape().contains(version_series), "{}", scrape());
     let (s, b) = call(agent().delete(&format!("{base}/v1/worlds/uploaded")).call());
     expect_error(s, &b, 401, "unauthenticated", None);
     let (s, _) = call(
@@ -215,9 +221,11 @@ fn every_route_and_error_path() {
     assert_eq!(s, 200);
     assert_eq!(get(&base, "/v1/worlds/uploaded").0, 404);
 
-    let (s, metrics) = call(agent().get(&format!("{base}/metrics")).call());
-    assert_eq!(s, 200);
-    let text = metrics.as_str().unwrap_or_default().to_owned();
+    let text = scrape();
+    assert!(
+        !text.contains("bspq_world_version{world=\"uploaded\"}"),
+        "an unloaded world leaves the version gauge"
+    );
     for name in [
         "bspq_requests_total",
         "bspq_request_duration_seconds_bucket",

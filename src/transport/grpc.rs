@@ -112,6 +112,7 @@ pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine
     };
     let shape = req.swept.as_ref().map(swept_shape).transpose()?;
     let exact = req.exact.then_some(true);
+    let any = req.any_hit.then_some(true);
     Ok((0..n)
         .map(|i| QueryLine {
             start: Some(xyz(&req.starts, i)),
@@ -120,7 +121,7 @@ pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine
             maxs,
             mask: req.masks.get(i).copied().or(req.mask),
             point: None,
-            any: None,
+            any,
             shape: shape.clone(),
             exact,
         })
@@ -203,10 +204,18 @@ pub fn trace_response(answer: BatchAnswer, sequence: u64) -> pb::TraceResponse {
         flags: Vec::with_capacity(n),
         contents: Vec::with_capacity(n),
         surface_flags: Vec::with_capacity(n),
+        hits: Vec::new(),
     };
     for a in &answer.results {
-        // Trace lines always get trace answers; a point answer cannot occur.
-        let Answer::Trace(t) = a else { continue };
+        // Trace lines get trace or (any_hit) hit answers, never point answers.
+        let t = match a {
+            Answer::Trace(t) => t,
+            Answer::Hit(h) => {
+                r.hits.push(h.hit);
+                continue;
+            }
+            Answer::Point(_) => continue,
+        };
         r.fractions.push(t.fraction);
         r.endpos.extend_from_slice(&t.endpos);
         r.normals.extend_from_slice(&t.normal);

@@ -91,6 +91,9 @@ async fn readyz(State(state): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
+    // Rebuilt from the registry at each scrape, so an unloaded world's
+    // series disappears instead of showing its last version for ever.
+    state.metrics.world_version.reset();
     for d in state.service.describe_all() {
         state
             .metrics

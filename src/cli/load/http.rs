@@ -20,10 +20,7 @@ impl Plan {
             })
             .collect();
         Self {
-            url: format!(
-                "{}/v1/worlds/{world}/trace",
-                base_url.trim_end_matches('/')
-            ),
+            url: format!("{}/v1/worlds/{world}/trace", base_url.trim_end_matches('/')),
             bodies,
         }
     }

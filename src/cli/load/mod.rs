@@ -145,7 +145,10 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let (mut tally, queries_per_request) = match args.transport {
         Transport::Http => {
             let plan = http::Plan::new(&url, &args.world, &lines, args.batch);
-            (plan.run(args.concurrency, &budget, duration)?, args.batch as f64)
+            (
+                plan.run(args.concurrency, &budget, duration)?,
+                args.batch as f64,
+            )
         }
         Transport::GrpcUnary | Transport::GrpcStream => {
             let plan = Arc::new(grpc::Plan::new(&url, &args.world, &lines, args.batch)?);
