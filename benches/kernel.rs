@@ -91,6 +91,8 @@ fn traces(world: &World, rng: &mut Rng, mins: Vec3, maxs: Vec3, mask: u32) -> Ve
             mins,
             maxs,
             mask,
+            shape: None,
+            exact: false,
         };
         if trace(world, &probe, &mut scratch).startsolid {
             continue;

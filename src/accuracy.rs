@@ -74,7 +74,12 @@ pub struct ErrorStats {
     pub false_misses: usize,
     /// `startsolid` differs.
     pub startsolid_differs: usize,
+    /// End positions more than [`TOLERANCE`] apart.
+    pub beyond_tolerance: usize,
 }
+
+/// What "the same answer" allows between exact answers (units of endpos).
+pub const TOLERANCE: f64 = 0.01;
 
 impl ErrorStats {
     pub fn from_pairs(pairs: &[(TraceResult, TraceResult)]) -> ErrorStats {
@@ -92,6 +97,7 @@ impl ErrorStats {
             }
         };
         ErrorStats {
+            beyond_tolerance: distances.iter().filter(|d| **d > TOLERANCE).count(),
             queries: n,
             reference_hits: pairs.iter().filter(|(_, w)| w.fraction < 1.0).count(),
             mean: distances.iter().sum::<f64>() / n.max(1) as f64,

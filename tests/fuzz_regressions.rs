@@ -58,6 +58,8 @@ fn fuzz_findings_are_errors_or_valid_worlds() {
                             mins: Vec3::splat(-8.0 * (k % 2) as f32),
                             maxs: Vec3::splat(8.0 * (k % 2) as f32),
                             mask: u32::MAX,
+                            shape: None,
+                            exact: false,
                         };
                         trace(&world, &q, &mut scratch);
                         point_contents(&world, a);

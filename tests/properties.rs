@@ -176,6 +176,8 @@ impl Move {
             mins,
             maxs,
             mask: self.mask,
+            shape: None,
+            exact: false,
         }
     }
 }
@@ -184,7 +186,7 @@ fn position_test(q: &TraceQuery, at: Vec3, scratch: &mut Scratch, world: &World)
     let test = TraceQuery {
         start: at,
         end: at,
-        ..*q
+        ..q.clone()
     };
     trace(world, &test, scratch)
 }
@@ -302,13 +304,13 @@ proptest! {
                     "{name}: fraction 0 but the start is {d} in front of the plane hit\n  {}", describe(&q, &whole));
             }
 
-            let first_q = TraceQuery { end: p, ..q };
+            let first_q = TraceQuery { end: p, ..q.clone() };
             let first = trace(world, &first_q, &mut scratch);
             prop_assert!(!first.startsolid, "{name}: S→P starts solid\n  whole {}\n  S→P {first:?}", describe(&q, &whole));
             prop_assert!(first.endpos.distance(p) <= 0.25,
                 "{name}: S→P stops {} short of P\n  whole {}\n  S→P {first:?}", first.endpos.distance(p), describe(&q, &whole));
 
-            let second_q = TraceQuery { start: p, ..q };
+            let second_q = TraceQuery { start: p, ..q.clone() };
             let second = trace(world, &second_q, &mut scratch);
             prop_assert!(!second.startsolid, "{name}: P→E starts solid\n  whole {}\n  P→E {second:?}", describe(&q, &whole));
             prop_assert!(second.endpos.distance(p) <= 0.25,
@@ -322,8 +324,8 @@ proptest! {
             }
         } else {
             let mid = q.start + dir * split;
-            let first = trace(world, &TraceQuery { end: mid, ..q }, &mut scratch);
-            let second = trace(world, &TraceQuery { start: mid, ..q }, &mut scratch);
+            let first = trace(world, &TraceQuery { end: mid, ..q.clone() }, &mut scratch);
+            let second = trace(world, &TraceQuery { start: mid, ..q.clone() }, &mut scratch);
             prop_assert!(first.fraction == 1.0 && !first.startsolid,
                 "{name}: the whole misses but S→M hits\n  whole {}\n  S→M {first:?}", describe(&q, &whole));
             prop_assert!(second.fraction == 1.0 && !second.startsolid,
@@ -530,6 +532,8 @@ proptest! {
             mins: Vec3::splat(-reach),
             maxs: Vec3::splat(reach),
             mask: ray.mask,
+            shape: None,
+            exact: false,
         };
         let touch = trace(world, &cube, &mut scratch);
         prop_assert!(touch.startsolid,

@@ -276,6 +276,8 @@ fn exercise(world: &World, rng: &mut Rng) {
             mins,
             maxs,
             mask: u32::MAX,
+            shape: None,
+            exact: false,
         };
         let r = trace(world, &q, &mut scratch);
         assert!((0.0..=1.0).contains(&r.fraction), "fraction {}", r.fraction);

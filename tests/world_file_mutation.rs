@@ -114,6 +114,8 @@ fn exercise(world: &World, seed: u64) {
             mins,
             maxs,
             mask: u32::MAX,
+            shape: None,
+            exact: false,
         };
         let r = trace(world, &q, &mut scratch);
         assert!((0.0..=1.0).contains(&r.fraction), "fraction {}", r.fraction);

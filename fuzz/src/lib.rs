@@ -100,6 +100,8 @@ pub fn exercise(world: &World, input: &[u8]) {
             mins,
             maxs,
             mask,
+            shape: None,
+            exact: false,
         };
         let r = trace(world, &q, &mut scratch);
         assert!(

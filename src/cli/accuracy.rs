@@ -66,8 +66,19 @@ pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
     )?;
     writeln!(
         out,
-        "{:9} {:13} {:>6} {:>6} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6} {:>12}",
-        "shape", "mode", "n", "hits", "mean", "p99", "max", "f.hit", "f.miss", "solid", "queries/s"
+        "{:9} {:13} {:>6} {:>6} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6} {:>6} {:>12}",
+        "shape",
+        "mode",
+        "n",
+        "hits",
+        "mean",
+        "p99",
+        "max",
+        ">0.01",
+        "f.hit",
+        "f.miss",
+        "solid",
+        "queries/s"
     )?;
     let mut scratch = Scratch::new();
     for kind in KINDS {
@@ -115,12 +126,13 @@ pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
             let s = ErrorStats::from_pairs(&pairs);
             writeln!(
                 out,
-                "{kind:9} {mode:13} {:>6} {:>6} {:>9.4} {:>9.4} {:>9.4} {:>6} {:>6} {:>6} {:>12.0}",
+                "{kind:9} {mode:13} {:>6} {:>6} {:>9.4} {:>9.4} {:>9.4} {:>6} {:>6} {:>6} {:>6} {:>12.0}",
                 s.queries,
                 s.reference_hits,
                 s.mean,
                 s.p99,
                 s.max,
+                s.beyond_tolerance,
                 s.false_hits,
                 s.false_misses,
                 s.startsolid_differs,
@@ -140,7 +152,7 @@ pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
         let rate = queries.len() as f64 / timer.elapsed().as_secs_f64().max(1e-9);
         writeln!(
             out,
-            "{kind:9} {:13} {:>6} {:>72.0}",
+            "{kind:9} {:13} {:>6} {:>79.0}",
             "reference",
             queries.len(),
             rate

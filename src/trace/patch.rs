@@ -261,6 +261,8 @@ mod tests {
             mins: Vec3::splat(-half),
             maxs: Vec3::splat(half),
             mask: 1,
+            shape: None,
+            exact: false,
         });
         trace_through_patch(world, &world.patches[0], &mut w);
         w
@@ -359,6 +361,8 @@ mod tests {
                 mins: Vec3::splat(-half),
                 maxs: Vec3::splat(half),
                 mask: 1,
+                shape: None,
+                exact: false,
             });
             position_test_patch(&world.view(), &world.patches[0], &w)
         };

@@ -627,6 +627,8 @@ mod tests {
             mask: Some(7),
             masks: vec![],
             sequence: 0,
+            swept: None,
+            exact: false,
         };
         let lines = trace_lines(&req, 10).expect("valid");
         assert_eq!(lines.len(), 2);
