@@ -98,7 +98,7 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(&tmp, &files[round % files.len()])?;
         let renamed = Instant::now();
         std::fs::rename(&tmp, &target)?;
-        while !version().is_some_and(|v| v > before) {
+        while version().is_none_or(|v| v <= before) {
             anyhow::ensure!(
                 renamed.elapsed() < Duration::from_secs(30),
                 "round {round}: no new version 30 s after the rename"

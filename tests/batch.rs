@@ -102,7 +102,7 @@ fn check_map(map: &str, curves: bool) {
                 min_per_thread: 16,
             };
             for chunk in order.chunks(size) {
-                let batch: Vec<TraceQuery> = chunk.iter().map(|&i| queries[i]).collect();
+                let batch: Vec<TraceQuery> = chunk.iter().map(|&i| queries[i].clone()).collect();
                 let got = trace_queries(&world, &batch, &options);
                 assert_eq!(got.len(), batch.len());
                 for (r, &i) in got.iter().zip(chunk) {
@@ -255,8 +255,8 @@ fn mixed_batches_answer_in_order() {
     rng.shuffle(&mut queries);
     // Every third trace asks any-hit instead.
     for (i, q) in queries.iter_mut().enumerate() {
-        if let (0, Request::Query(Query::Trace(t))) = (i % 3, *q) {
-            *q = Request::AnyHit(t);
+        if let (0, Request::Query(Query::Trace(t))) = (i % 3, &*q) {
+            *q = Request::AnyHit(t.clone());
         }
     }
     let mut scratch = Scratch::new();
@@ -352,13 +352,13 @@ fn grazing_moves_match_the_reference_walk() {
             };
             let mut delta = (Vec3::new(unit(), unit(), unit()) - 0.5) * 128.0;
             delta[axis] = (unit() - 0.5) * 0.5;
-            let q = TraceQuery {
+            let q = TraceQuery::boxed(
                 start,
-                end: start + delta,
-                mins: -ext,
-                maxs: ext,
-                mask: if i % 3 == 0 { u32::MAX } else { 1 },
-            };
+                start + delta,
+                -ext,
+                ext,
+                if i % 3 == 0 { u32::MAX } else { 1 },
+            );
             let want = trace(&reference, &q, &mut scratch);
             let got = trace(&world, &q, &mut scratch);
             assert_eq!(bits(&got), bits(&want), "{map}: grazing move {i} {q:?}");

@@ -629,6 +629,7 @@ mod tests {
             sequence: 0,
             swept: None,
             exact: false,
+            any_hit: false,
         };
         let lines = trace_lines(&req, 10).expect("valid");
         assert_eq!(lines.len(), 2);
