@@ -441,6 +441,15 @@ mod tests {
             mins: [-32.0; 3],
             maxs: [32.0; 3],
         });
+        // No nodes: the whole world is one leaf holding the cube.
+        w.leaves.push(crate::world::Leaf {
+            contents: 1,
+            first_brush: 0,
+            num_brushes: 1,
+            first_patch: 0,
+            num_patches: 0,
+        });
+        w.leaf_brushes.push(0);
         w
     }
 
