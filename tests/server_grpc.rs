@@ -621,13 +621,15 @@ fn trace_cli_over_grpc_equals_offline() {
 fn load_generator_speaks_every_transport() {
     let server = BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
     let queries = common::oracle_dir("q3dm6ish").join("boxes.jsonl.gz");
-    for (transport, url) in [
-        ("http", server.http_url()),
-        ("grpc-unary", server.grpc_url()),
-        ("grpc-stream", server.grpc_url()),
+    // (Paced at 1000 requests/s on one transport, as fast as possible on the others.)
+    for (transport, url, rate) in [
+        ("http", server.http_url(), None),
+        ("grpc-unary", server.grpc_url(), Some("1000")),
+        ("grpc-stream", server.grpc_url(), None),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
             .args(["load", "--transport", transport, "--url", &url])
+            .args(rate.map(|r| ["--rate", r]).into_iter().flatten())
             .args(["--world", "q3dm6ish", "--queries"])
             .arg(&queries)
             .args(["--batch", "50", "--concurrency", "2"])

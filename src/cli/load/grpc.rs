@@ -1,7 +1,7 @@
 //! gRPC load: one connection per client on a tokio runtime, unary `Trace`
 //! calls or one `TraceStream` per client with one batch in flight.
 
-use super::{Budget, Tally, REQUEST_TIMEOUT};
+use super::{Budget, Pacer, Tally, REQUEST_TIMEOUT};
 use anyhow::Context;
 use bspq::proto::v1 as pb;
 use bspq::query::{Query, QueryLine};
@@ -124,12 +124,13 @@ impl Plan {
 
     async fn unary_client(&self, mut stub: Client, client: usize, budget: &Budget) -> Tally {
         let mut tally = Tally::default();
+        let mut pacer = budget.pacer(client);
         let mut next = client;
         while budget.claim() {
             let request = self.requests[next % self.requests.len()].clone();
             next += 1;
             let expected = request.masks.len();
-            let started = Instant::now();
+            let started = paced_start(&mut pacer).await;
             let outcome = match stub.trace(request).await {
                 Ok(response) => check_answer(&response.into_inner(), expected, None),
                 Err(status) => Err(status_text(&status)),
@@ -152,6 +153,7 @@ impl Plan {
                 return tally;
             }
         };
+        let mut pacer = budget.pacer(client);
         let mut next = client;
         let mut sequence = 0u64;
         while budget.claim() {
@@ -160,7 +162,7 @@ impl Plan {
             sequence += 1;
             request.sequence = sequence;
             let expected = request.masks.len();
-            let started = Instant::now();
+            let started = paced_start(&mut pacer).await;
             if sender.send(request).await.is_err() {
                 tally.record(started, Err("the server closed the stream".into()));
                 break;
@@ -178,6 +180,17 @@ impl Plan {
             }
         }
         tally
+    }
+}
+
+/// Waits for the request's scheduled time (if paced) and returns the time its latency counts from.
+async fn paced_start(pacer: &mut Pacer) -> Instant {
+    match pacer.next_slot() {
+        Some(slot) => {
+            tokio::time::sleep_until(slot.into()).await;
+            slot
+        }
+        None => Instant::now(),
     }
 }
 

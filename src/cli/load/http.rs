@@ -72,11 +72,18 @@ impl Plan {
             .build()
             .into();
         let mut tally = Tally::default();
+        let mut pacer = budget.pacer(client);
         let mut next = client;
         while budget.claim() {
             let body = &self.bodies[next % self.bodies.len()];
             next += 1;
-            let started = Instant::now();
+            let started = match pacer.next_slot() {
+                Some(slot) => {
+                    std::thread::sleep(slot.saturating_duration_since(Instant::now()));
+                    slot
+                }
+                None => Instant::now(),
+            };
             let outcome = agent
                 .post(&self.url)
                 .header("Content-Type", "application/json")

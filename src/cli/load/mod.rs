@@ -57,6 +57,12 @@ pub struct LoadArgs {
     /// Seconds to run.
     #[arg(long, default_value_t = 10.0)]
     duration: f64,
+    /// Target requests per second over all clients. Open loop: each request
+    /// has a scheduled time and its latency counts from then, so queueing
+    /// behind a slow answer shows in the percentiles. Default: as fast as
+    /// each client can go (closed loop).
+    #[arg(long)]
+    rate: Option<f64>,
     /// Stop after this many requests in total.
     #[arg(long, default_value_t = 10_000_000)]
     max_requests: u64,
@@ -70,11 +76,17 @@ pub struct LoadArgs {
 
 /// What every client shares: when to stop and how many requests are left to send.
 pub(crate) struct Budget {
+    rate: Option<f64>,
+    clients: usize,
     stop: AtomicBool,
     requests_left: AtomicU64,
 }
 
 impl Budget {
+    fn pacer(&self, client: usize) -> Pacer {
+        Pacer::new(self.rate, self.clients, client)
+    }
+
     /// Takes one request from the budget; false once the time or the requests are used up.
     fn claim(&self) -> bool {
         !self.stop.load(Ordering::Relaxed)
@@ -82,6 +94,32 @@ impl Budget {
                 .requests_left
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
                 .is_ok()
+    }
+}
+
+/// When each of a client's requests is due: evenly spaced at the client's
+/// share of `--rate`, clients staggered; `None` without a rate.
+pub(crate) struct Pacer {
+    next: Instant,
+    interval: Option<Duration>,
+}
+
+impl Pacer {
+    fn new(rate: Option<f64>, clients: usize, client: usize) -> Self {
+        let interval = rate.map(|r| Duration::from_secs_f64(clients as f64 / r));
+        let offset = interval.map_or(Duration::ZERO, |i| i.mul_f64(client as f64 / clients as f64));
+        Self {
+            next: Instant::now() + offset,
+            interval,
+        }
+    }
+
+    /// The scheduled time of the next request (`None`: send now).
+    fn next_slot(&mut self) -> Option<Instant> {
+        let interval = self.interval?;
+        let slot = self.next;
+        self.next += interval;
+        Some(slot)
     }
 }
 
@@ -122,6 +160,10 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         args.duration.is_finite() && args.duration > 0.0,
         "--duration must be positive"
     );
+    anyhow::ensure!(
+        args.rate.is_none_or(|r| r.is_finite() && r > 0.0),
+        "--rate must be positive"
+    );
     let lines: Vec<String> = read_lines(&args.queries)
         .with_context(|| format!("cannot read {}", args.queries.display()))?
         .into_iter()
@@ -137,6 +179,8 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| args.transport.default_url().to_owned());
     let budget = Arc::new(Budget {
+        rate: args.rate,
+        clients: args.concurrency,
         stop: AtomicBool::new(false),
         requests_left: AtomicU64::new(args.max_requests),
     });
@@ -185,8 +229,12 @@ fn report(args: &LoadArgs, tally: &mut Tally, elapsed: f64, queries_per_request:
         .map(|v| v.get_name().to_owned())
         .unwrap_or_default();
     println!(
-        "transport {transport}  world {}  batch {}  concurrency {}",
-        args.world, args.batch, args.concurrency
+        "transport {transport}  world {}  batch {}  concurrency {}  rate {}",
+        args.world,
+        args.batch,
+        args.concurrency,
+        args.rate
+            .map_or("unlimited".to_owned(), |r| format!("{r} requests/s"))
     );
     println!(
         "requests {requests} ok, {} failed in {elapsed:.2} s: {:.0} requests/s, {qps:.0} queries/s",
@@ -207,6 +255,7 @@ fn report(args: &LoadArgs, tally: &mut Tally, elapsed: f64, queries_per_request:
             "{}",
             serde_json::json!({
                 "transport": transport, "batch": args.batch, "concurrency": args.concurrency,
+                "rate": args.rate,
                 "requests": requests, "errors": tally.errors, "seconds": elapsed,
                 "queries_per_second": qps, "queries_per_request": queries_per_request,
                 "p50_ms": ms(0.50), "p90_ms": ms(0.90), "p99_ms": ms(0.99), "max_ms": max_ms,
