@@ -107,7 +107,9 @@ pub(crate) struct Pacer {
 impl Pacer {
     fn new(rate: Option<f64>, clients: usize, client: usize) -> Self {
         let interval = rate.map(|r| Duration::from_secs_f64(clients as f64 / r));
-        let offset = interval.map_or(Duration::ZERO, |i| i.mul_f64(client as f64 / clients as f64));
+        let offset = interval.map_or(Duration::ZERO, |i| {
+            i.mul_f64(client as f64 / clients as f64)
+        });
         Self {
             next: Instant::now() + offset,
             interval,
