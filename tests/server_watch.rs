@@ -8,26 +8,25 @@
 mod common;
 
 use bspq::compile::CompileOptions;
-use bspq::metrics::Metrics;
 use bspq::query::{answer, Answer};
-use bspq::registry::Registry;
-use bspq::server::{load_initial_worlds, run, ServerOptions};
-use bspq::service::{Limits, Service};
+use bspq::server::ServerOptions;
+use bspq::service::Limits;
 use bspq::trace::Scratch;
 use bspq::world::format;
 use bspq::world::load::compile_source;
 use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-struct TestServer {
-    base: String,
-    registry: Arc<Registry>,
-    metrics: Arc<Metrics>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+/// The shared test server with the rescan set to an hour, plus waiting helpers.
+struct TestServer(common::server::TestServer);
+
+impl std::ops::Deref for TestServer {
+    type Target = common::server::TestServer;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl TestServer {
@@ -39,47 +38,11 @@ impl TestServer {
             drain_timeout: Duration::from_secs(10),
             ..Default::default()
         };
-        let registry = Arc::new(Registry::new(CompileOptions::default()));
-        load_initial_worlds(&registry, &options).expect("initial worlds");
-        let service = Arc::new(Service::new(Arc::clone(&registry), Limits::default(), None));
-        let metrics = Arc::new(Metrics::new().expect("metrics"));
-        let server_metrics = Arc::clone(&metrics);
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-                addr_tx.send(listener.local_addr()?)?;
-                run(
-                    service,
-                    server_metrics,
-                    options,
-                    listener,
-                    None,
-                    async move {
-                        let _ = stop_rx.await;
-                    },
-                )
-                .await
-            })
-        });
-        let addr = addr_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server address");
+        let server = common::server::TestServer::start_with(options, Limits::default());
         // The watcher starts with the server's task; give it a moment to
         // subscribe before a test changes the directory.
         std::thread::sleep(Duration::from_millis(100));
-        TestServer {
-            base: format!("http://{addr}"),
-            registry,
-            metrics,
-            stop: Some(stop_tx),
-            thread: Some(thread),
-        }
+        TestServer(server)
     }
 
     fn version(&self, world: &str) -> u64 {
@@ -118,17 +81,6 @@ impl TestServer {
         let version = reply["version"].as_u64().expect("version");
         let answers = serde_json::from_value(reply["results"].clone()).expect("answers");
         (version, answers)
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -23,6 +23,7 @@ pub struct TestServer {
     pub http: SocketAddr,
     pub grpc: SocketAddr,
     pub registry: Arc<Registry>,
+    pub metrics: Arc<Metrics>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
 }
@@ -36,6 +37,11 @@ impl TestServer {
             drain_timeout: Duration::from_secs(20),
             ..Default::default()
         };
+        Self::start_with(options, limits)
+    }
+
+    /// Serves with the given options.
+    pub fn start_with(options: ServerOptions, limits: Limits) -> TestServer {
         let registry = Arc::new(Registry::new(CompileOptions::default()));
         load_initial_worlds(&registry, &options).expect("initial worlds");
         let service = Arc::new(Service::new(
@@ -44,6 +50,7 @@ impl TestServer {
             Some(TOKEN.into()),
         ));
         let metrics = Arc::new(Metrics::new().expect("metrics"));
+        let server_metrics = Arc::clone(&metrics);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -55,9 +62,16 @@ impl TestServer {
                 let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
                 let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
                 addr_tx.send((http.local_addr()?, grpc.local_addr()?))?;
-                run(service, metrics, options, http, Some(grpc), async move {
-                    let _ = stop_rx.await;
-                })
+                run(
+                    service,
+                    server_metrics,
+                    options,
+                    http,
+                    Some(grpc),
+                    async move {
+                        let _ = stop_rx.await;
+                    },
+                )
                 .await
             })
         });
@@ -69,6 +83,7 @@ impl TestServer {
             http,
             grpc,
             registry,
+            metrics,
             stop: Some(stop_tx),
             thread: Some(thread),
         }
