@@ -44,19 +44,11 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut failed = 0usize;
     let mut lines = stdin.lines().enumerate();
-    let mut chunk: Vec<(usize, Result<Request, QueryError>)> = Vec::with_capacity(batch);
     loop {
-        chunk.clear();
-        for (index, line) in lines.by_ref() {
-            let line = line?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            chunk.push((index, QueryLine::parse(&line).and_then(|q| q.request())));
-            if chunk.len() == batch {
-                break;
-            }
-        }
+        let chunk: Vec<(usize, Result<Request, QueryError>)> = next_chunk(&mut lines, batch)?
+            .into_iter()
+            .map(|(index, line)| (index, QueryLine::parse(&line).and_then(|q| q.request())))
+            .collect();
         if chunk.is_empty() {
             break;
         }
@@ -84,6 +76,26 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Up to `batch` non-blank input lines with their (0-based) line numbers;
+/// empty at the end of the input.
+fn next_chunk(
+    lines: &mut impl Iterator<Item = (usize, std::io::Result<String>)>,
+    batch: usize,
+) -> std::io::Result<Vec<(usize, String)>> {
+    let mut chunk = Vec::with_capacity(batch);
+    for (index, line) in lines {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        chunk.push((index, line));
+        if chunk.len() == batch {
+            break;
+        }
+    }
+    Ok(chunk)
 }
 
 /// One input line of a chunk: its answer (or error line) once known.
@@ -115,20 +127,9 @@ fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCod
         let stdin = std::io::stdin().lock();
         let mut out = BufWriter::new(std::io::stdout().lock());
         let mut failed = 0usize;
-        let mut chunk: Vec<(usize, String)> = Vec::with_capacity(batch);
         let mut lines = stdin.lines().enumerate();
         loop {
-            chunk.clear();
-            for (index, line) in lines.by_ref() {
-                let line = line?;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                chunk.push((index, line));
-                if chunk.len() == batch {
-                    break;
-                }
-            }
+            let chunk = next_chunk(&mut lines, batch)?;
             if chunk.is_empty() {
                 break;
             }
