@@ -355,7 +355,16 @@ fn shutdown_drains_requests_in_flight() {
     ];
     let body = serde_json::json!({ "queries": queries }).to_string();
     let inflight = std::thread::spawn(move || post(&base, "/v1/worlds/q3dm6ish/trace", &body));
-    std::thread::sleep(Duration::from_millis(30));
+    // Stop only once the request is received and being answered (a fixed
+    // sleep raced the upload of the 60 000-query body).
+    let started = Instant::now();
+    while server.metrics.in_flight.get() == 0 && !inflight.is_finished() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the request never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     server.stop().expect("clean stop");
     let (status, reply) = inflight.join().expect("client");
     assert_eq!(status, 200, "{reply}");
