@@ -4,6 +4,7 @@
 use super::work::TraceWork;
 use crate::math::SURFACE_CLIP_EPSILON;
 use crate::world::{Brush, World};
+use glam::{Vec3A, Vec4};
 
 /// Clips the trace against `brush`, updating the result when it is hit
 /// strictly nearer than anything found before (the reference keeps the first
@@ -13,22 +14,64 @@ pub(crate) fn trace_through_brush(world: &World, brush: &Brush, w: &mut TraceWor
     if brush.num_sides == 0 {
         return;
     }
+    let first = brush.first_side as usize;
+    let count = brush.num_sides as usize;
+    let packed = &world.kernel.side_planes;
+    // The kernel's copy of the side planes (one load per side) when the
+    // world has one, else the file's sides and planes: the same numbers.
+    if packed.len() == world.brush_sides.len() {
+        let planes = &packed[first..first + count];
+        if w.is_point {
+            clip::<true>(world, brush, w, |k| planes[k]);
+        } else {
+            clip::<false>(world, brush, w, |k| planes[k]);
+        }
+    } else {
+        let sides = &world.brush_sides[first..first + count];
+        let plane = |k: usize| {
+            let p = &world.planes[sides[k].plane as usize];
+            Vec4::new(p.normal[0], p.normal[1], p.normal[2], p.dist)
+        };
+        if w.is_point {
+            clip::<true>(world, brush, w, plane);
+        } else {
+            clip::<false>(world, brush, w, plane);
+        }
+    }
+}
+
+/// The clip itself, reading side `k`'s plane (normal, dist) from `plane`.
+/// `RAY`: the box is a point, so the planes are not shifted (shifting by a
+/// zero offset changes at most the sign of a zero distance, which no test
+/// below can see).
+#[inline(always)]
+fn clip<const RAY: bool>(
+    world: &World,
+    brush: &Brush,
+    w: &mut TraceWork,
+    plane: impl Fn(usize) -> Vec4,
+) {
     let mut enter_frac: f32 = -1.0;
     let mut leave_frac: f32 = 1.0;
     let mut clip: Option<usize> = None;
     let mut starts_out = false;
     let mut gets_out = false;
-    let first = brush.first_side as usize;
-    for (k, side) in world.brush_sides[first..first + brush.num_sides as usize]
-        .iter()
-        .enumerate()
-    {
-        let plane = &world.planes[side.plane as usize];
-        let normal = plane.normal();
-        // Shift the plane out by the box's support distance along its normal.
-        let dist = plane.dist - w.offsets[plane.sign_bits as usize].dot(normal);
-        let d1 = w.start.dot(normal) - dist;
-        let d2 = w.end.dot(normal) - dist;
+    let start = Vec3A::from(w.start);
+    let end = Vec3A::from(w.end);
+    let lower = Vec3A::from(w.lower);
+    let upper = Vec3A::from(w.extents);
+    for k in 0..brush.num_sides as usize {
+        let p = plane(k);
+        let normal = Vec3A::from_vec4(p);
+        // Shift the plane out by the box's support distance along its normal:
+        // the corner furthest along the negative normal.
+        let dist = if RAY {
+            p.w
+        } else {
+            p.w - Vec3A::select(normal.cmplt(Vec3A::ZERO), upper, lower).dot(normal)
+        };
+        let d1 = start.dot(normal) - dist;
+        let d2 = end.dot(normal) - dist;
         if d2 > 0.0 {
             gets_out = true;
         }
@@ -52,7 +95,7 @@ pub(crate) fn trace_through_brush(world: &World, brush: &Brush, w: &mut TraceWor
             }
             if f > enter_frac {
                 enter_frac = f;
-                clip = Some(first + k);
+                clip = Some(k);
             }
         } else {
             let mut f = ((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32;
@@ -75,8 +118,8 @@ pub(crate) fn trace_through_brush(world: &World, brush: &Brush, w: &mut TraceWor
         return;
     }
     if enter_frac < leave_frac && enter_frac > -1.0 && enter_frac < w.result.fraction {
-        if let Some(side_index) = clip {
-            let side = &world.brush_sides[side_index];
+        if let Some(k) = clip {
+            let side = &world.brush_sides[brush.first_side as usize + k];
             let plane = &world.planes[side.plane as usize];
             w.result.fraction = enter_frac.max(0.0);
             w.result.normal = plane.normal();
@@ -99,7 +142,7 @@ pub(crate) fn box_in_brush(world: &World, brush: &Brush, w: &TraceWork) -> bool 
         .all(|side| {
             let plane = &world.planes[side.plane as usize];
             let normal = plane.normal();
-            let dist = plane.dist - w.offsets[plane.sign_bits as usize].dot(normal);
+            let dist = plane.dist - w.offset(plane.sign_bits).dot(normal);
             w.start.dot(normal) - dist <= 0.0
         })
 }

@@ -69,7 +69,7 @@ fn shifted_planes<'a>(
     // Pushed out by the box's signed support along the normal.
     let surface_plane = (
         n,
-        surface.plane[3] - dot(w.offsets[surface.sign_bits as usize], n),
+        surface.plane[3] - dot(w.offset(surface.sign_bits), n),
     );
     let first = facet.first_border as usize;
     let borders = world.facet_borders[first..first + facet.num_borders as usize]
@@ -82,7 +82,7 @@ fn shifted_planes<'a>(
                 (normal(p), p.plane[3])
             };
             // The box is centred, so the support is the same either way round.
-            (n, d + dot(w.offsets[p.sign_bits as usize], n).abs())
+            (n, d + dot(w.offset(p.sign_bits), n).abs())
         });
     (surface_plane, borders)
 }
@@ -162,7 +162,7 @@ fn trace_box_through_facet(world: &World, facet: &Facet, w: &mut TraceWork) {
 #[inline(always)]
 fn ray_crossing(p: &PatchPlane, w: &TraceWork) -> (bool, f32) {
     let n = normal(p);
-    let offset = dot(w.offsets[p.sign_bits as usize], n);
+    let offset = dot(w.offset(p.sign_bits), n);
     let d1 = dot(w.start, n) - p.plane[3] + offset;
     let d2 = dot(w.end, n) - p.plane[3] + offset;
     let crossing = if d1 == d2 {
@@ -201,7 +201,7 @@ fn trace_point_through_facet(world: &World, facet: &Facet, w: &mut TraceWork) {
         return;
     }
     let n = normal(surface);
-    let offset = dot(w.offsets[surface.sign_bits as usize], n);
+    let offset = dot(w.offset(surface.sign_bits), n);
     let d1 = dot(w.start, n) - surface.plane[3] + offset;
     let d2 = dot(w.end, n) - surface.plane[3] + offset;
     w.result.fraction = (((d1 as f64 - SURFACE_CLIP_EPSILON) / (d1 - d2) as f64) as f32).max(0.0);

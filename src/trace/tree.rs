@@ -4,6 +4,7 @@ use super::brush::{box_in_brush, trace_through_brush};
 use super::patch::{position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
+use glam::Vec3A;
 use crate::world::{Brush, KernelTree, Leaf, Patch, World};
 
 /// What one trace's walk did, counted when asked for (`trace_with_stats`).
@@ -64,21 +65,21 @@ pub(crate) struct Segment {
     child: i32,
     f1: f32,
     f2: f32,
-    p1: Vec3,
-    p2: Vec3,
+    p1: Vec3A,
+    p2: Vec3A,
 }
 
 /// One node as the walk reads it: plane, children, and what lies below each child.
 struct NodeView {
-    normal: Vec3,
+    normal: Vec3A,
     dist: f32,
     children: [i32; 2],
     /// OR of the contents below each child (all ones when unknown).
     below: [u32; 2],
     /// Bounds of everything below (see `world::kernel`); only read when
     /// [`Nodes::BOUNDED`].
-    mins: Vec3,
-    maxs: Vec3,
+    mins: Vec3A,
+    maxs: Vec3A,
 }
 
 /// Where the walk reads nodes from. Both sources give the same planes and
@@ -88,7 +89,7 @@ trait Nodes {
     const BOUNDED: bool;
     fn get(&self, index: i32) -> NodeView;
     /// Whether brush `b` can be touched by a move within `bounds`.
-    fn may_touch_brush(&self, b: usize, bounds: &[Vec3; 2]) -> bool;
+    fn may_touch_brush(&self, b: usize, bounds: &[Vec3A; 2]) -> bool;
 }
 
 /// The reference: `nodes` and `planes` of the file, nothing known below.
@@ -98,7 +99,7 @@ impl Nodes for FileNodes<'_, '_> {
     const BOUNDED: bool = false;
 
     #[inline(always)]
-    fn may_touch_brush(&self, _b: usize, _bounds: &[Vec3; 2]) -> bool {
+    fn may_touch_brush(&self, _b: usize, _bounds: &[Vec3A; 2]) -> bool {
         true
     }
 
@@ -107,12 +108,12 @@ impl Nodes for FileNodes<'_, '_> {
         let node = &self.0.nodes[index as usize];
         let plane = &self.0.planes[node.plane as usize];
         NodeView {
-            normal: plane.normal(),
+            normal: Vec3A::from(plane.normal()),
             dist: plane.dist,
             children: node.children,
             below: [u32::MAX; 2],
-            mins: Vec3::NEG_INFINITY,
-            maxs: Vec3::INFINITY,
+            mins: Vec3A::NEG_INFINITY,
+            maxs: Vec3A::INFINITY,
         }
     }
 }
@@ -124,21 +125,21 @@ impl Nodes for PackedNodes<'_> {
     const BOUNDED: bool = true;
 
     #[inline(always)]
-    fn may_touch_brush(&self, b: usize, bounds: &[Vec3; 2]) -> bool {
+    fn may_touch_brush(&self, b: usize, bounds: &[Vec3A; 2]) -> bool {
         let [lo, hi] = self.0.brush_bounds[b];
-        overlaps(bounds, Vec3::from_array(lo), Vec3::from_array(hi))
+        overlaps(bounds, Vec3A::from_array(lo), Vec3A::from_array(hi))
     }
 
     #[inline(always)]
     fn get(&self, index: i32) -> NodeView {
         let node = &self.0.nodes[index as usize];
         NodeView {
-            normal: Vec3::from_array(node.normal),
-            dist: node.dist,
+            normal: Vec3A::from_vec4(node.plane),
+            dist: node.plane.w,
             children: node.children,
             below: node.contents_below,
-            mins: Vec3::from_array(node.mins),
-            maxs: Vec3::from_array(node.maxs),
+            mins: node.mins,
+            maxs: node.maxs,
         }
     }
 }
@@ -177,8 +178,8 @@ fn walk_from<P: Probe, N: Nodes>(
         child: world.root(),
         f1: 0.0,
         f2: 1.0,
-        p1: w.start,
-        p2: w.end,
+        p1: w.start.into(),
+        p2: w.end.into(),
     });
     // Rays and boxes get their own copy of the walk: a ray's plane reach
     // is a constant.
@@ -224,13 +225,14 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
     if w.result.fraction <= p1f {
         return;
     }
-    let extents = w.extents;
+    let extents = Vec3A::from(w.extents);
+    let bounds = w.bounds.map(Vec3A::from);
     let mask = w.mask;
     while child >= 0 {
         probe.node();
         let node = nodes.get(child);
         // Nothing below lies near enough to the swept box to be touched.
-        if N::BOUNDED && !overlaps(&w.bounds, node.mins, node.maxs) {
+        if N::BOUNDED && !overlaps(&bounds, node.mins, node.maxs) {
             probe.culled();
             return;
         }
@@ -300,8 +302,8 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
 
 /// Whether the box `b` overlaps `lo..=hi`.
 #[inline(always)]
-fn overlaps(b: &[Vec3; 2], lo: Vec3, hi: Vec3) -> bool {
-    b[0].cmple(hi).all() && b[1].cmpge(lo).all()
+fn overlaps(b: &[Vec3A; 2], lo: Vec3A, hi: Vec3A) -> bool {
+    (b[0].cmple(hi) & b[1].cmpge(lo)).all()
 }
 
 fn trace_leaf<P: Probe, N: Nodes>(
@@ -313,8 +315,9 @@ fn trace_leaf<P: Probe, N: Nodes>(
     probe: &mut P,
 ) {
     probe.leaf(leaf);
+    let bounds = w.bounds.map(Vec3A::from);
     for (index, brush) in new_brushes(world, scratch, leaf, w.mask) {
-        if !nodes.may_touch_brush(index, &w.bounds) {
+        if !nodes.may_touch_brush(index, &bounds) {
             continue;
         }
         probe.brush();

@@ -89,9 +89,9 @@ pub(crate) struct TraceWork {
     pub end: Vec3,
     /// Half-size of the (now symmetric) box.
     pub extents: Vec3,
-    /// `offsets[sign_bits]`: the box corner furthest along the negative of a
-    /// normal with those sign bits.
-    pub offsets: [Vec3; 8],
+    /// The box's lower corner relative to its centre (`-extents` but for
+    /// rounding); see [`TraceWork::offset`].
+    pub lower: Vec3,
     /// Swept bounds of the box: every position of the shape along the move
     /// lies inside (the walk skips what lies further than a margin outside).
     pub bounds: [Vec3; 2],
@@ -111,27 +111,30 @@ impl TraceWork {
         let size1 = q.maxs - offset;
         let start = q.start + offset;
         let end = q.end + offset;
-        let mut offsets = [Vec3::ZERO; 8];
-        for (bits, corner) in offsets.iter_mut().enumerate() {
-            *corner = Vec3::new(
-                if bits & 1 != 0 { size1.x } else { size0.x },
-                if bits & 2 != 0 { size1.y } else { size0.y },
-                if bits & 4 != 0 { size1.z } else { size0.z },
-            );
-        }
         let is_point = size0 == Vec3::ZERO && size1 == Vec3::ZERO;
         let bounds = [start.min(end) + size0, start.max(end) + size1];
         Self {
             start,
             end,
             extents: size1,
-            offsets,
+            lower: size0,
             bounds,
             is_point,
             mask: q.mask,
             stop_at_any_hit: false,
             result: TraceResult::default(),
         }
+    }
+
+    /// The box corner furthest along the negative of a normal with these
+    /// sign bits (bit i: component i is negative).
+    #[inline(always)]
+    pub fn offset(&self, sign_bits: u32) -> Vec3 {
+        Vec3::new(
+            if sign_bits & 1 != 0 { self.extents.x } else { self.lower.x },
+            if sign_bits & 2 != 0 { self.extents.y } else { self.lower.y },
+            if sign_bits & 4 != 0 { self.extents.z } else { self.lower.z },
+        )
     }
 
     pub fn is_position_test(&self) -> bool {
