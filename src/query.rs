@@ -107,7 +107,7 @@ impl QueryError {
     }
 }
 
-fn vec(field: &'static str, v: [f64; 3]) -> Result<Vec3, QueryError> {
+pub(crate) fn vec(field: &'static str, v: [f64; 3]) -> Result<Vec3, QueryError> {
     let ok = v
         .iter()
         .all(|c| c.is_finite() && c.abs() <= MAX_COORDINATE as f64);

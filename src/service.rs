@@ -2,9 +2,9 @@
 //! batches, describing worlds, and the one table that maps every error to an
 //! HTTP status and a gRPC code. Transports convert wire types and call this.
 
-use crate::query::{answer_all, Answer, QueryError, QueryLine, Request};
+use crate::query::{answer_all, Answer, Query, QueryError, QueryLine, Request};
 use crate::registry::{valid_world_name, Registry, WorldVersion};
-use crate::trace::BatchOptions;
+use crate::trace::{any_hit, run_batch, trace, BatchOptions, BatchResults, TraceQuery};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -122,6 +122,122 @@ pub struct BatchAnswer {
     pub results: Vec<Answer>,
 }
 
+/// A trace batch in packed form, as the gRPC messages carry it: `x,y,z` per
+/// query in `starts` and `ends`, one box or shape, mask, `exact` and `any`
+/// for the whole batch (`template`; its `start`, `end` and `point` are
+/// ignored), optionally a mask per query. Checked by the same rules as
+/// query lines, in the same order, so a bad query gets the same error and
+/// index either way ([`PackedTraces::lines`] gives those lines).
+#[derive(Debug, Clone, Default)]
+pub struct PackedTraces<'a> {
+    pub starts: &'a [f32],
+    pub ends: &'a [f32],
+    pub template: QueryLine,
+    pub masks: &'a [u32],
+}
+
+/// Answers to a packed batch: full traces, or (`any`) whether each hits.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PackedResults {
+    Traces(BatchResults),
+    Hits(Vec<bool>),
+}
+
+/// Answers to a packed batch, naming the world version that answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedAnswer {
+    pub world: String,
+    pub version: u64,
+    pub results: PackedResults,
+}
+
+impl PackedTraces<'_> {
+    /// Number of queries, once the array lengths are checked.
+    pub fn len(&self) -> Result<usize, ServiceError> {
+        let n = triples("starts", self.starts)?;
+        let ends = triples("ends", self.ends)?;
+        if n != ends {
+            return Err(ServiceError::Malformed(format!(
+                "`starts` holds {n} queries but `ends` holds {ends}"
+            )));
+        }
+        if !self.masks.is_empty() && self.masks.len() != n {
+            return Err(ServiceError::Malformed(format!(
+                "`masks` holds {} values for {n} queries (send none or one per query)",
+                self.masks.len()
+            )));
+        }
+        Ok(n)
+    }
+
+    /// Query `i` as a line.
+    fn line(&self, i: usize) -> QueryLine {
+        QueryLine {
+            start: Some(xyz(self.starts, i)),
+            end: Some(xyz(self.ends, i)),
+            point: None,
+            mask: self.masks.get(i).copied().or(self.template.mask),
+            ..self.template.clone()
+        }
+    }
+
+    /// The batch as query lines (the form HTTP takes; answers are the same).
+    pub fn lines(&self) -> Result<Vec<QueryLine>, ServiceError> {
+        Ok((0..self.len()?).map(|i| self.line(i)).collect())
+    }
+
+    /// Validates every query: the first in full as a line, the rest only
+    /// where they differ from it (start, end, mask), so a shape is checked
+    /// and built once per batch.
+    fn queries(&self, n: usize) -> Result<Vec<TraceQuery>, ServiceError> {
+        let bad = |index: usize| move |error: QueryError| ServiceError::BadQuery { index, error };
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let first = match self.line(0).validate().map_err(bad(0))? {
+            Query::Trace(q) => q,
+            Query::Point(_) => {
+                return Err(ServiceError::Malformed(
+                    "a packed trace batch holds traces only".into(),
+                ))
+            }
+        };
+        let mut queries = Vec::with_capacity(n);
+        for i in 0..n {
+            let start = crate::query::vec("start", xyz(self.starts, i)).map_err(bad(i))?;
+            let end = crate::query::vec("end", xyz(self.ends, i)).map_err(bad(i))?;
+            let mask = self.masks.get(i).copied().or(self.template.mask);
+            queries.push(TraceQuery {
+                start,
+                end,
+                mask: mask.unwrap_or(crate::contents::MASK_SOLID),
+                ..first.clone()
+            });
+        }
+        Ok(queries)
+    }
+}
+
+/// Number of xyz triples in a packed array.
+pub fn triples(field: &str, values: &[f32]) -> Result<usize, ServiceError> {
+    if !values.len().is_multiple_of(3) {
+        return Err(ServiceError::Malformed(format!(
+            "`{field}` holds {} floats, not a multiple of 3 (x,y,z per query)",
+            values.len()
+        )));
+    }
+    Ok(values.len() / 3)
+}
+
+/// Triple `i` of a packed array (after [`triples`]).
+pub fn xyz(values: &[f32], i: usize) -> [f64; 3] {
+    [
+        values[3 * i] as f64,
+        values[3 * i + 1] as f64,
+        values[3 * i + 2] as f64,
+    ]
+}
+
 /// What `GET /v1/worlds/{name}` shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorldDescription {
@@ -200,6 +316,39 @@ impl Service {
             })
             .collect::<Result<Vec<Request>, _>>()?;
         Ok(self.run(&version, &queries))
+    }
+
+    /// Answers a packed batch through the batch kernel, with no line or
+    /// answer object per query: the same answers as [`Service::trace`] on
+    /// [`PackedTraces::lines`].
+    pub fn trace_packed(
+        &self,
+        world: &str,
+        batch: &PackedTraces,
+    ) -> Result<PackedAnswer, ServiceError> {
+        let n = batch.len()?;
+        self.check_count(n)?;
+        let version = self.world(world)?;
+        let queries = batch.queries(n)?;
+        let view = version.world.view();
+        let results = if batch.template.any == Some(true) {
+            PackedResults::Hits(run_batch(n, &self.batch, |i, scratch| {
+                any_hit(&view, &queries[i], scratch)
+            }))
+        } else {
+            let mut out = BatchResults::default();
+            for r in run_batch(n, &self.batch, |i, scratch| {
+                trace(&view, &queries[i], scratch)
+            }) {
+                out.push(&r);
+            }
+            PackedResults::Traces(out)
+        };
+        Ok(PackedAnswer {
+            world: version.name.clone(),
+            version: version.version,
+            results,
+        })
     }
 
     /// Point contents for a list of points.

@@ -373,3 +373,118 @@ fn grazing_moves_match_the_reference_walk() {
         assert!(hits > 2_000, "{map}: only {hits} grazing moves hit");
     }
 }
+
+/// The service's packed path (what gRPC uses: no line per query) gives the
+/// line path's answers (what HTTP uses) on every committed oracle trace,
+/// as boxes, shapes and any-hit batches, and rejects a bad query with the
+/// same error and index.
+#[test]
+fn packed_batches_answer_as_lines_do() {
+    use bspq::query::ShapeLine;
+    use bspq::registry::Registry;
+    use bspq::service::{Limits, PackedResults, PackedTraces, Service, ServiceError};
+    use std::sync::Arc;
+    let registry = Arc::new(Registry::default());
+    for map in MAPS {
+        registry
+            .load_path(map, &common::map_path(map))
+            .expect("committed map loads");
+    }
+    let service = Service::new(registry, Limits::default(), None);
+    for map in MAPS {
+        let queries = traces(map);
+        // Group by box and mask as a client would batch them.
+        let mut groups: std::collections::BTreeMap<(String, u32), Vec<&TraceQuery>> =
+            Default::default();
+        for q in &queries {
+            groups
+                .entry((format!("{:?}{:?}", q.mins, q.maxs), q.mask))
+                .or_default()
+                .push(q);
+        }
+        for (i, group) in groups.values().enumerate() {
+            let flat = |f: fn(&TraceQuery) -> [f32; 3]| -> Vec<f32> {
+                group.iter().flat_map(|q| f(q)).collect()
+            };
+            let (starts, ends) = (flat(|q| q.start.to_array()), flat(|q| q.end.to_array()));
+            let f64s = |v: bspq::math::Vec3| v.to_array().map(f64::from);
+            let shapes = [
+                None,
+                Some(ShapeLine::Sphere { radius: 9.5 }),
+                Some(ShapeLine::Convex {
+                    points: vec![[0.0, 0.0, 8.0], [6.0, 0.0, -4.0], [-6.0, 5.0, -4.0]],
+                }),
+            ];
+            // Every box group as itself; a few groups also as shapes.
+            for shape in shapes.iter().take(if i % 7 == 0 { 3 } else { 1 }) {
+                let mut full: Vec<Answer> = Vec::new();
+                for any in [None, Some(true)] {
+                    let template = QueryLine {
+                        mins: shape.is_none().then(|| f64s(group[0].mins)),
+                        maxs: shape.is_none().then(|| f64s(group[0].maxs)),
+                        mask: Some(group[0].mask),
+                        shape: shape.clone(),
+                        any,
+                        ..QueryLine::default()
+                    };
+                    let batch = PackedTraces {
+                        starts: &starts,
+                        ends: &ends,
+                        template,
+                        masks: &[],
+                    };
+                    let want = service
+                        .trace(map, &batch.lines().expect("well formed"))
+                        .expect("valid lines");
+                    let got = service.trace_packed(map, &batch).expect("valid batch");
+                    assert_eq!((&got.world, got.version), (&want.world, want.version));
+                    let got: Vec<Answer> = match got.results {
+                        PackedResults::Hits(h) => h
+                            .into_iter()
+                            .map(|hit| Answer::Hit(HitAnswer { hit }))
+                            .collect(),
+                        PackedResults::Traces(t) => (0..t.len())
+                            .map(|k| Answer::Trace((&t.get(k).expect("in range")).into()))
+                            .collect(),
+                    };
+                    assert_eq!(got, want.results, "{map}: group {i} {shape:?} any={any:?}");
+                    if any.is_none() {
+                        full = got;
+                    } else {
+                        // Any-hit is `fraction < 1` of the full trace, shapes included.
+                        let hits: Vec<Answer> = full
+                            .iter()
+                            .map(|a| match a {
+                                Answer::Trace(t) => Answer::Hit(HitAnswer {
+                                    hit: t.fraction < 1.0,
+                                }),
+                                other => other.clone(),
+                            })
+                            .collect();
+                        assert_eq!(got, hits, "{map}: group {i} {shape:?} any-hit");
+                    }
+                }
+            }
+        }
+        // A bad coordinate in query 3, and a bad shape, are reported as lines are.
+        let mut starts = vec![0.0f32; 15];
+        starts[10] = f32::NAN;
+        let ends = vec![1.0f32; 15];
+        let masks = [1, 2, 3, 4, 5];
+        for shape in [None, Some(ShapeLine::Sphere { radius: -1.0 })] {
+            let batch = PackedTraces {
+                starts: &starts,
+                ends: &ends,
+                template: QueryLine {
+                    shape,
+                    ..QueryLine::default()
+                },
+                masks: &masks,
+            };
+            let want = service.trace(map, &batch.lines().expect("well formed"));
+            let got = service.trace_packed(map, &batch);
+            assert!(matches!(want, Err(ServiceError::BadQuery { .. })));
+            assert_eq!(got.map(|a| a.version), want.map(|a| a.version));
+        }
+    }
+}

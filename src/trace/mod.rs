@@ -91,6 +91,10 @@ fn any_hit_probed<P: tree::Probe>(
     scratch: &mut Scratch,
     probe: &mut P,
 ) -> bool {
+    // Shapes other than boxes have no early-out walk of their own.
+    if query.shape.is_some() {
+        return trace_probed(world, query, scratch, probe).fraction < 1.0;
+    }
     let mut work = TraceWork::new(query);
     work.stop_at_any_hit = true;
     walk(world, &mut work, scratch, probe);

@@ -67,10 +67,7 @@ fn shifted_planes<'a>(
     let surface = &world.patch_planes[facet.surface_plane as usize];
     let n = normal(surface);
     // Pushed out by the box's signed support along the normal.
-    let surface_plane = (
-        n,
-        surface.plane[3] - dot(w.offset(surface.sign_bits), n),
-    );
+    let surface_plane = (n, surface.plane[3] - dot(w.offset(surface.sign_bits), n));
     let first = facet.first_border as usize;
     let borders = world.facet_borders[first..first + facet.num_borders as usize]
         .iter()

@@ -4,8 +4,8 @@ use super::brush::{box_in_brush, trace_through_brush};
 use super::patch::{position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
-use glam::Vec3A;
 use crate::world::{Brush, KernelTree, Leaf, Patch, World};
+use glam::Vec3A;
 
 /// What one trace's walk did, counted when asked for (`trace_with_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -131,9 +131,21 @@ impl TraceWork {
     #[inline(always)]
     pub fn offset(&self, sign_bits: u32) -> Vec3 {
         Vec3::new(
-            if sign_bits & 1 != 0 { self.extents.x } else { self.lower.x },
-            if sign_bits & 2 != 0 { self.extents.y } else { self.lower.y },
-            if sign_bits & 4 != 0 { self.extents.z } else { self.lower.z },
+            if sign_bits & 1 != 0 {
+                self.extents.x
+            } else {
+                self.lower.x
+            },
+            if sign_bits & 2 != 0 {
+                self.extents.y
+            } else {
+                self.lower.y
+            },
+            if sign_bits & 4 != 0 {
+                self.extents.z
+            } else {
+                self.lower.z
+            },
         )
     }
 

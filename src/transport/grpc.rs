@@ -1,5 +1,6 @@
-//! gRPC transport (tonic): thin adapters over [`Service`]. Packed arrays are
-//! turned into [`QueryLine`]s and validated by the same core as HTTP; errors
+//! gRPC transport (tonic): thin adapters over [`Service`]. Packed trace
+//! arrays go to the core as one [`PackedTraces`] batch (validated by the
+//! same rules as HTTP's lines, answered without a line per query); errors
 //! map through [`ServiceError::statuses`], with the JSON error body of SPEC §5
 //! as the status message.
 
@@ -7,7 +8,10 @@ use crate::metrics::Metrics;
 use crate::proto::v1 as pb;
 use crate::query::{Answer, QueryLine, ShapeLine};
 use crate::registry::WorldEvent;
-use crate::service::{BatchAnswer, Service, ServiceError, WorldDescription};
+use crate::service::{
+    triples, xyz, PackedAnswer, PackedResults, PackedTraces, Service, ServiceError,
+    WorldDescription,
+};
 use pb::admin_server::{Admin, AdminServer};
 use pb::collision_server::{Collision, CollisionServer};
 use std::pin::Pin;
@@ -64,68 +68,42 @@ fn malformed(message: String) -> ServiceError {
     ServiceError::Malformed(message)
 }
 
-/// Number of xyz triples in a packed array.
-fn triples(field: &str, values: &[f32]) -> Result<usize, ServiceError> {
-    if !values.len().is_multiple_of(3) {
-        return Err(malformed(format!(
-            "`{field}` holds {} floats, not a multiple of 3 (x,y,z per query)",
-            values.len()
-        )));
-    }
-    Ok(values.len() / 3)
-}
-
-fn xyz(values: &[f32], i: usize) -> [f64; 3] {
-    [
-        values[3 * i] as f64,
-        values[3 * i + 1] as f64,
-        values[3 * i + 2] as f64,
-    ]
-}
-
 fn vec3(v: &Option<pb::Vec3>) -> [f64; 3] {
     v.as_ref()
         .map_or([0.0; 3], |v| [v.x as f64, v.y as f64, v.z as f64])
 }
 
-/// A packed trace batch as query lines (validated later by the core).
-pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine>, ServiceError> {
-    let n = triples("starts", &req.starts)?;
-    let ends = triples("ends", &req.ends)?;
-    if n != ends {
-        return Err(malformed(format!(
-            "`starts` holds {n} queries but `ends` holds {ends}"
-        )));
-    }
-    if !req.masks.is_empty() && req.masks.len() != n {
-        return Err(malformed(format!(
-            "`masks` holds {} values for {n} queries (send none or one per query)",
-            req.masks.len()
-        )));
-    }
-    if n > limit {
-        return Err(ServiceError::TooManyQueries { count: n, limit });
-    }
+/// A trace request as the core's packed batch (validated by the core).
+pub fn packed(req: &pb::TraceRequest) -> Result<PackedTraces<'_>, ServiceError> {
     let (mins, maxs) = match &req.shape {
         Some(shape) => (Some(vec3(&shape.mins)), Some(vec3(&shape.maxs))),
         None => (None, None),
     };
-    let shape = req.swept.as_ref().map(swept_shape).transpose()?;
-    let exact = req.exact.then_some(true);
-    let any = req.any_hit.then_some(true);
-    Ok((0..n)
-        .map(|i| QueryLine {
-            start: Some(xyz(&req.starts, i)),
-            end: Some(xyz(&req.ends, i)),
+    Ok(PackedTraces {
+        starts: &req.starts,
+        ends: &req.ends,
+        template: QueryLine {
             mins,
             maxs,
-            mask: req.masks.get(i).copied().or(req.mask),
-            point: None,
-            any,
-            shape: shape.clone(),
-            exact,
-        })
-        .collect())
+            mask: req.mask,
+            any: req.any_hit.then_some(true),
+            shape: req.swept.as_ref().map(swept_shape).transpose()?,
+            exact: req.exact.then_some(true),
+            ..QueryLine::default()
+        },
+        masks: &req.masks,
+    })
+}
+
+/// A packed trace batch as the equivalent query lines (what HTTP would be
+/// sent; the answers are the same).
+pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine>, ServiceError> {
+    let batch = packed(req)?;
+    let n = batch.len()?;
+    if n > limit {
+        return Err(ServiceError::TooManyQueries { count: n, limit });
+    }
+    batch.lines()
 }
 
 /// A batch's swept shape as the line form (validated later by the core).
@@ -191,49 +169,42 @@ pub fn points(req: &pb::PointContentsRequest, limit: usize) -> Result<Vec<[f64; 
 }
 
 /// Answers as packed arrays.
-pub fn trace_response(answer: BatchAnswer, sequence: u64) -> pb::TraceResponse {
-    let n = answer.results.len();
+pub fn trace_response(answer: PackedAnswer, sequence: u64) -> pb::TraceResponse {
     let mut r = pb::TraceResponse {
         world: answer.world,
         version: answer.version,
         sequence,
-        fractions: Vec::with_capacity(n),
-        endpos: Vec::with_capacity(3 * n),
-        normals: Vec::with_capacity(3 * n),
-        dists: Vec::with_capacity(n),
-        flags: Vec::with_capacity(n),
-        contents: Vec::with_capacity(n),
-        surface_flags: Vec::with_capacity(n),
-        hits: Vec::new(),
+        ..Default::default()
     };
-    for a in &answer.results {
-        // Trace lines get trace or (any_hit) hit answers, never point answers.
-        let t = match a {
-            Answer::Trace(t) => t,
-            Answer::Hit(h) => {
-                r.hits.push(h.hit);
-                continue;
-            }
-            Answer::Point(_) => continue,
-        };
-        r.fractions.push(t.fraction);
-        r.endpos.extend_from_slice(&t.endpos);
-        r.normals.extend_from_slice(&t.normal);
-        r.dists.push(t.dist);
-        r.flags.push(
-            if t.startsolid {
+    let t = match answer.results {
+        PackedResults::Hits(hits) => {
+            r.hits = hits;
+            return r;
+        }
+        PackedResults::Traces(t) => t,
+    };
+    r.endpos = t.endpos.iter().flat_map(|v| v.to_array()).collect();
+    r.normals = t.normals.iter().flat_map(|v| v.to_array()).collect();
+    r.flags = t
+        .startsolid
+        .iter()
+        .zip(&t.allsolid)
+        .map(|(&start, &all)| {
+            (if start {
                 pb::TraceFlag::Startsolid as u32
             } else {
                 0
-            } | if t.allsolid {
+            }) | if all {
                 pb::TraceFlag::Allsolid as u32
             } else {
                 0
-            },
-        );
-        r.contents.push(t.contents);
-        r.surface_flags.push(t.surface_flags);
-    }
+            }
+        })
+        .collect();
+    r.fractions = t.fractions;
+    r.dists = t.dists;
+    r.contents = t.contents;
+    r.surface_flags = t.surface_flags;
     r
 }
 
@@ -314,16 +285,17 @@ impl GrpcState {
     }
 
     async fn trace_batch(&self, req: pb::TraceRequest) -> Result<pb::TraceResponse, Status> {
-        let lines = trace_lines(&req, self.service.limits.max_queries_per_request)
-            .map_err(|e| self.rejected(&e))?;
-        let count = lines.len();
-        let world = req.world;
-        let name = world.clone();
+        let world = req.world.clone();
+        let sequence = req.sequence;
         let answer = self
-            .run_blocking("trace", move |s| s.trace(&name, &lines))
+            .run_blocking("trace", move |s| s.trace_packed(&req.world, &packed(&req)?))
             .await?;
+        let count = match &answer.results {
+            PackedResults::Traces(t) => t.len(),
+            PackedResults::Hits(h) => h.len(),
+        };
         self.count(&world, "trace", count);
-        Ok(trace_response(answer, req.sequence))
+        Ok(trace_response(answer, sequence))
     }
 
     fn bearer<T>(&self, req: &Request<T>) -> Result<(), Status> {
