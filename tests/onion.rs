@@ -89,7 +89,8 @@ fn hull_traces_equal_box_sweeps_on_every_oracle_query_of_their_size() {
             let loaded = compile(map, curves, hulls());
             let world = loaded.view();
             let mut scratch = Scratch::new();
-            let (mut checked, mut fell_back, mut nodes_hull, mut nodes_box) = (0, 0, 0u64, 0u64);
+            let (mut ties, mut checked, mut fell_back, mut nodes_hull, mut nodes_box) =
+                (0, 0, 0, 0u64, 0u64);
             let mut failures = Vec::new();
             for q in trace_queries(map) {
                 let Some(name) = hull_of(&world, &q) else {
@@ -101,6 +102,7 @@ fn hull_traces_equal_box_sweeps_on_every_oracle_query_of_their_size() {
                 let (_, box_stats) = bspq::trace::trace_with_stats(&world, &q, &mut scratch);
                 checked += 1;
                 fell_back += stats.box_fallback as usize;
+                ties += stats.tie as usize;
                 nodes_hull += stats.nodes as u64;
                 nodes_box += box_stats.nodes as u64;
                 if !same_bits(&got, &want) {
@@ -112,7 +114,7 @@ fn hull_traces_equal_box_sweeps_on_every_oracle_query_of_their_size() {
             }
             eprintln!(
                 "{map} curves {curves}: {checked} hull queries, {fell_back} answered by the box \
-                 sweep, nodes {nodes_hull} (hull) vs {nodes_box} (box)"
+                 sweep ({ties} ties), nodes {nodes_hull} (hull) vs {nodes_box} (box)"
             );
             assert!(
                 checked > 1000,

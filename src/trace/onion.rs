@@ -10,19 +10,21 @@
 //!
 //! Only the order in which brushes are met differs from the box sweep's
 //! walk, and the box sweep's answer depends on that order in two cases:
-//! equal contacts (the first met wins) and contacts at the very start (the
-//! walk stops, so startsolid/allsolid and the reported plane depend on what
-//! came first). Each brush is therefore clipped on its own and the results
-//! folded here; when the nearest contact is shared by brushes or patches
-//! that disagree on plane, flags or contents, or anything starts solid or is
-//! hit at fraction 0, the query is answered by the box sweep itself (counted
-//! in [`HullStats::box_fallback`]).
+//! equal contacts (the first met wins) and contacts that stop the walk (a
+//! brush the box never leaves, or a hit at fraction 0: what came before it
+//! decides startsolid and the reported plane). Each brush is therefore
+//! clipped on its own and the results folded here (a start inside a brush
+//! the box leaves only sets `startsolid`, whatever the order; a move-less
+//! trace inside brushes that agree on contents has one answer); when the
+//! nearest contact is shared by brushes or patches that disagree on plane,
+//! flags or contents, or the walk would have stopped, the query is answered
+//! by the box sweep itself (counted in [`HullStats::box_fallback`]).
 
 use super::brush::{box_in_brush, trace_through_brush};
 use super::patch::{position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceQuery, TraceResult, TraceWork};
 use crate::math::Vec3;
-use crate::world::World;
+use crate::world::{OnionNode, World};
 use thiserror::Error;
 
 /// How far from a node plane the centre's path still visits both sides
@@ -93,6 +95,9 @@ pub struct HullStats {
     pub clipped: u32,
     /// The answer came from the box sweep (order-dependent case).
     pub box_fallback: bool,
+    /// Of those, because equal nearest contacts disagreed (otherwise: a
+    /// start in solid or a contact at fraction 0).
+    pub tie: bool,
 }
 
 /// Traces a hull query (the hull must be one of `world`'s).
@@ -120,6 +125,8 @@ pub fn trace_hull_with_stats(
         best: None,
         ambiguous: false,
         order_dependent: false,
+        startsolid: false,
+        inside: None,
         stats: &mut stats,
     };
     scratch.begin(world);
@@ -129,20 +136,68 @@ pub fn trace_hull_with_stats(
         best,
         ambiguous,
         order_dependent,
+        startsolid,
+        inside,
         ..
     } = walk;
     if ambiguous || order_dependent {
         stats.box_fallback = true;
+        stats.tie = ambiguous && !order_dependent;
         return (super::trace(world, &q.query, scratch), stats);
     }
     let mut w = w;
-    w.result = best.unwrap_or_default();
+    w.result = match inside {
+        // A move-less box inside: what the box sweep's position test reports.
+        Some(contents) => TraceResult {
+            startsolid: true,
+            allsolid: true,
+            fraction: 0.0,
+            contents,
+            ..TraceResult::default()
+        },
+        None => best.unwrap_or_default(),
+    };
+    w.result.startsolid |= startsolid;
     (w.finish(&q.query), stats)
+}
+
+/// Where the walk reads nodes from: plane, children, and per child the
+/// contents below for the hull (all ones when unknown).
+trait NodeSource {
+    fn get(&self, index: i32) -> (Vec3, f32, [i32; 2], [u32; 2]);
+}
+
+/// The derived hull tree (plane inline, contents below per child).
+struct HullNodes<'a>(&'a [OnionNode]);
+
+impl NodeSource for HullNodes<'_> {
+    #[inline(always)]
+    fn get(&self, index: i32) -> (Vec3, f32, [i32; 2], [u32; 2]) {
+        let n = &self.0[index as usize];
+        (
+            Vec3::from_array(n.normal),
+            n.dist,
+            n.children,
+            n.contents_below,
+        )
+    }
+}
+
+/// The file's nodes and planes (a world loaded without its derived trees).
+struct FileNodes<'a, 'w>(&'a World<'w>);
+
+impl NodeSource for FileNodes<'_, '_> {
+    #[inline(always)]
+    fn get(&self, index: i32) -> (Vec3, f32, [i32; 2], [u32; 2]) {
+        let node = &self.0.nodes[index as usize];
+        let plane = &self.0.planes[node.plane as usize];
+        (plane.normal(), plane.dist, node.children, [u32::MAX; 2])
+    }
 }
 
 /// A segment of the centre's path still to walk.
 #[derive(Debug, Clone, Copy)]
-struct Segment {
+pub(crate) struct Segment {
     child: i32,
     f1: f32,
     f2: f32,
@@ -158,8 +213,13 @@ struct Walk<'a, 'w> {
     best: Option<TraceResult>,
     /// Another contact as near as `best` reports something else.
     ambiguous: bool,
-    /// Something starts solid or is hit at fraction 0.
+    /// Something would stop the box sweep's walk (allsolid, or a hit at
+    /// fraction 0), or a move-less box lies in brushes of differing contents.
     order_dependent: bool,
+    /// The box starts inside a brush it leaves.
+    startsolid: bool,
+    /// A move-less box lies inside brushes (or patches) of these contents.
+    inside: Option<u32>,
     stats: &'a mut HullStats,
 }
 
@@ -169,27 +229,55 @@ impl Walk<'_, '_> {
     }
 
     fn run(&mut self, scratch: &mut Scratch) {
-        let mut stack = vec![Segment {
+        let world = self.world;
+        let onion = world.onion;
+        if onion.matches(world) {
+            let tree = onion.tree(self.hull, world.nodes.len());
+            if let Some(root) = tree.first() {
+                if (root.contents_below[0] | root.contents_below[1]) & self.w.mask == 0 {
+                    // Nothing anywhere in the mask for this hull.
+                    return;
+                }
+            }
+            self.walk(scratch, &HullNodes(tree));
+        } else {
+            self.walk(scratch, &FileNodes(world));
+        }
+    }
+
+    fn walk<N: NodeSource>(&mut self, scratch: &mut Scratch, nodes: &N) {
+        let mut stack = std::mem::take(&mut scratch.hull_segments);
+        stack.clear();
+        stack.push(Segment {
             child: self.world.root(),
             f1: 0.0,
             f2: 1.0,
             p1: self.w.start,
             p2: self.w.end,
-        }];
+        });
         while let Some(seg) = stack.pop() {
             // Segments starting exactly at the nearest contact are still
             // walked: an equal contact there decides ties.
             if self.best_fraction() < seg.f1 {
                 continue;
             }
-            self.walk_segment(scratch, seg, &mut stack);
+            self.walk_segment(scratch, nodes, seg, &mut stack);
             if self.order_dependent {
-                return;
+                break;
             }
         }
+        scratch.hull_segments = stack;
     }
 
-    fn walk_segment(&mut self, scratch: &mut Scratch, seg: Segment, stack: &mut Vec<Segment>) {
+    /// Descends from `seg.child` along the near side, pushing far sides;
+    /// children with nothing in the mask for this hull are not entered.
+    fn walk_segment<N: NodeSource>(
+        &mut self,
+        scratch: &mut Scratch,
+        nodes: &N,
+        seg: Segment,
+        stack: &mut Vec<Segment>,
+    ) {
         let Segment {
             mut child,
             f1,
@@ -197,21 +285,25 @@ impl Walk<'_, '_> {
             p1,
             mut p2,
         } = seg;
-        let world = self.world;
+        let mask = self.w.mask;
         while child >= 0 {
             self.stats.nodes += 1;
-            let node = &world.nodes[child as usize];
-            let plane = &world.planes[node.plane as usize];
-            let normal = plane.normal();
-            let t1 = normal.dot(p1) - plane.dist;
-            let t2 = normal.dot(p2) - plane.dist;
+            let (normal, dist, children, below) = nodes.get(child);
+            let t1 = normal.dot(p1) - dist;
+            let t2 = normal.dot(p2) - dist;
             let reach = HULL_WALK_SLACK;
             if t1 >= reach && t2 >= reach {
-                child = node.children[0];
+                if below[0] & mask == 0 {
+                    return;
+                }
+                child = children[0];
                 continue;
             }
             if t1 < -reach && t2 < -reach {
-                child = node.children[1];
+                if below[1] & mask == 0 {
+                    return;
+                }
+                child = children[1];
                 continue;
             }
             let (near, frac_near_end, frac_far_start) = if t1 < t2 {
@@ -223,18 +315,23 @@ impl Walk<'_, '_> {
             } else {
                 (0usize, 1.0, 0.0)
             };
-            let frac2 = frac_far_start.clamp(0.0, 1.0);
-            stack.push(Segment {
-                child: node.children[near ^ 1],
-                f1: f1 + (f2 - f1) * frac2,
-                f2,
-                p1: p1 + (p2 - p1) * frac2,
-                p2,
-            });
+            if below[near ^ 1] & mask != 0 {
+                let frac2 = frac_far_start.clamp(0.0, 1.0);
+                stack.push(Segment {
+                    child: children[near ^ 1],
+                    f1: f1 + (f2 - f1) * frac2,
+                    f2,
+                    p1: p1 + (p2 - p1) * frac2,
+                    p2,
+                });
+            }
+            if below[near] & mask == 0 {
+                return;
+            }
             let frac = frac_near_end.clamp(0.0, 1.0);
             f2 = f1 + (f2 - f1) * frac;
             p2 = p1 + (p2 - p1) * frac;
-            child = node.children[near];
+            child = children[near];
         }
         self.visit_leaf(scratch, (-1 - child) as usize);
     }
@@ -256,17 +353,21 @@ impl Walk<'_, '_> {
                 self.stats.clipped += 1;
                 if position_test {
                     if box_in_brush(world, brush, &self.w) {
-                        self.order_dependent = true;
-                        return;
+                        self.inside_of(brush.contents);
                     }
                     continue;
                 }
                 self.w.result = TraceResult::default();
                 trace_through_brush(world, brush, &mut self.w);
                 let r = self.w.result;
-                if r.startsolid {
+                if r.allsolid {
                     self.order_dependent = true;
                     return;
+                }
+                if r.startsolid {
+                    // No contact is reported for it; only the flag.
+                    self.startsolid = true;
+                    continue;
                 }
                 self.offer(r);
                 if self.order_dependent {
@@ -284,8 +385,7 @@ impl Walk<'_, '_> {
             self.stats.clipped += 1;
             if position_test {
                 if position_test_patch(world, patch, &self.w) {
-                    self.order_dependent = true;
-                    return;
+                    self.inside_of(patch.contents);
                 }
                 continue;
             }
@@ -300,6 +400,15 @@ impl Walk<'_, '_> {
             if self.order_dependent {
                 return;
             }
+        }
+    }
+
+    /// A move-less box lies inside something with `contents`: the box
+    /// sweep reports the first it meets, so all must agree.
+    fn inside_of(&mut self, contents: u32) {
+        match self.inside {
+            Some(c) if c != contents => self.order_dependent = true,
+            _ => self.inside = Some(contents),
         }
     }
 

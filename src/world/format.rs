@@ -413,6 +413,7 @@ pub fn view<'a>(
         mins: meta.mins,
         maxs: meta.maxs,
         kernel: &super::kernel::EMPTY,
+        onion: &super::onion_kernel::EMPTY,
     })
 }
 

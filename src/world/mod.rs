@@ -4,11 +4,13 @@
 pub mod format;
 pub mod kernel;
 pub mod load;
+pub mod onion_kernel;
 pub mod validate;
 
 use crate::math::{Plane as MathPlane, Vec3};
 use bytemuck::{Pod, Zeroable};
 pub use kernel::{KernelNode, KernelTree};
+pub use onion_kernel::{OnionKernel, OnionNode};
 
 /// A plane with its axis and sign bits precomputed for the kernel.
 #[repr(C)]
@@ -235,6 +237,8 @@ pub struct WorldData {
     /// Derived when the world is loaded ([`kernel::build`]); empty until then
     /// (the kernel then walks `nodes` and `planes` directly).
     pub kernel: KernelTree,
+    /// Derived with the kernel: the hull walk's trees ([`onion_kernel::build`]).
+    pub onion_kernel: OnionKernel,
 }
 
 impl WorldData {
@@ -260,6 +264,7 @@ impl WorldData {
             mins: self.mins,
             maxs: self.maxs,
             kernel: &self.kernel,
+            onion: &self.onion_kernel,
         }
     }
 
@@ -295,6 +300,8 @@ pub struct World<'a> {
     /// The kernel's derived tree, or an empty one: the kernel then reads
     /// `nodes` and `planes` (the reference walk).
     pub kernel: &'a KernelTree,
+    /// The hull walk's trees, or an empty one (it then reads `nodes`).
+    pub onion: &'a OnionKernel,
 }
 
 impl World<'_> {
