@@ -191,11 +191,12 @@ impl Service {
     pub fn trace(&self, world: &str, lines: &[QueryLine]) -> Result<BatchAnswer, ServiceError> {
         let version = self.world(world)?;
         self.check_count(lines.len())?;
+        let world_view = version.world.view();
         let queries = lines
             .iter()
             .enumerate()
             .map(|(index, line)| {
-                line.request()
+                line.request_in(&world_view)
                     .map_err(|error| ServiceError::BadQuery { index, error })
             })
             .collect::<Result<Vec<Request>, _>>()?;

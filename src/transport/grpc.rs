@@ -124,6 +124,7 @@ pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine
             any,
             shape: shape.clone(),
             exact,
+            hull: req.hull.clone(),
         })
         .collect())
 }
