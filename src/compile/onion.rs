@@ -238,6 +238,10 @@ pub fn build(world: &mut WorldData, hulls: &[HullSpec]) -> Result<OnionStats, Co
     for (h, spec) in hulls.iter().enumerate() {
         let (_, offsets) = hull_offsets(spec);
         for (b, brush) in world.brushes.iter().enumerate() {
+            // A brush without contents is never hit, whatever the mask.
+            if brush.contents == 0 {
+                continue;
+            }
             if let Some(f) = obstacle(world, &mut planes, brush, h as u32, b as u32, &offsets) {
                 fragments.push(f);
             }
