@@ -786,7 +786,7 @@ fn load_hull_world(bytes: &[u8], seed: u64) -> Result<(), bspq::world::load::Loa
     let mut rng = Rng(seed);
     let mut scratch = Scratch::new();
     let (lo, hi) = (Vec3::from_array(view.mins), Vec3::from_array(view.maxs));
-    let mut point = |rng: &mut Rng| lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
+    let point = |rng: &mut Rng| lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
     for _ in 0..64 {
         let (start, end) = (point(&mut rng), point(&mut rng));
         let q = bspq::trace::HullQuery::new(&view, "stand", start, end, 1).unwrap();

@@ -631,6 +631,7 @@ mod tests {
             swept: None,
             exact: false,
             any_hit: false,
+            hull: None,
         };
         let lines = trace_lines(&req, 10).expect("valid");
         assert_eq!(lines.len(), 2);

@@ -153,7 +153,9 @@ impl AlignedBytes {
     }
 }
 
-/// Where a loaded world's arrays live.
+/// Where a loaded world's arrays live. One per loaded world, so the
+/// variants' size difference (a few hundred bytes) costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Storage {
     /// Compiled just now from a source.
     Built(WorldData),
