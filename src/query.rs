@@ -2,7 +2,7 @@
 //! CLI and the transports, with one validation path.
 
 use crate::math::Vec3;
-use crate::trace::{ConvexHull, Shape, TraceQuery, TraceResult};
+use crate::trace::{ConvexHull, HullQuery, Shape, TraceQuery, TraceResult};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -50,6 +50,10 @@ pub struct QueryLine {
     /// Exact answers for rounded and convex shapes (rays and boxes always are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact: Option<bool>,
+    /// The name of an onion hull registered in the world (a box of its size,
+    /// traced through the onion tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hull: Option<String>,
 }
 
 /// A validated query.
@@ -66,6 +70,9 @@ pub enum Request {
     Query(Query),
     /// `"any":true`: only whether the trace touches anything in its mask.
     AnyHit(TraceQuery),
+    /// A hull trace whose hull was found in the world that answers it
+    /// (`any`: only whether it hits).
+    Hull { query: HullQuery, any: bool },
 }
 
 impl From<Query> for Request {
@@ -91,6 +98,10 @@ pub enum QueryError {
     BadShape(String),
     #[error("a query takes `mins`/`maxs` or `shape`, not both")]
     ShapeWithBox,
+    #[error("a `hull` query takes no `mins`/`maxs`, `shape` or `exact` (the hull is the box)")]
+    HullWithShape,
+    #[error("{0}")]
+    UnknownHull(String),
 }
 
 impl QueryError {
@@ -103,6 +114,8 @@ impl QueryError {
             QueryError::PointWithTrace => "mixed_query",
             QueryError::BadShape(_) => "bad_shape",
             QueryError::ShapeWithBox => "mixed_query",
+            QueryError::HullWithShape => "mixed_query",
+            QueryError::UnknownHull(_) => "unknown_hull",
         }
     }
 }
@@ -135,6 +148,7 @@ impl QueryLine {
                 || self.any.is_some()
                 || self.shape.is_some()
                 || self.exact.is_some()
+                || self.hull.is_some()
             {
                 return Err(QueryError::PointWithTrace);
             }
@@ -148,6 +162,18 @@ impl QueryLine {
             return Err(QueryError::MinsAboveMaxs);
         }
         let mask = self.mask.unwrap_or(crate::contents::MASK_SOLID);
+        if let Some(name) = &self.hull {
+            if self.mins.is_some()
+                || self.maxs.is_some()
+                || self.shape.is_some()
+                || self.exact.is_some()
+            {
+                return Err(QueryError::HullWithShape);
+            }
+            return Err(QueryError::UnknownHull(format!(
+                "hull {name:?}: hull traces are answered against a loaded world only"
+            )));
+        }
         let exact = self.exact.unwrap_or(false);
         if let Some(line) = &self.shape {
             if self.mins.is_some() || self.maxs.is_some() {
@@ -163,10 +189,40 @@ impl QueryLine {
     }
     /// Checks the line and says what to answer: the query in full, or
     /// (`"any":true`) only whether the trace hits anything.
+    /// Hull lines need the world: this rejects them (see [`Self::request_in`]).
     pub fn request(&self) -> Result<Request, QueryError> {
         Ok(match (self.validate()?, self.any) {
             (Query::Trace(q), Some(true)) => Request::AnyHit(q),
             (q, _) => Request::Query(q),
+        })
+    }
+
+    /// [`Self::request`] for answering against `world`: hull names are looked
+    /// up in it (an unknown hull is an error of this line).
+    pub fn request_in(&self, world: &crate::world::World) -> Result<Request, QueryError> {
+        let Some(name) = &self.hull else {
+            return self.request();
+        };
+        // Everything but the name, checked as for any line.
+        let unnamed = QueryLine {
+            hull: None,
+            ..self.clone()
+        };
+        if self.mins.is_some()
+            || self.maxs.is_some()
+            || self.shape.is_some()
+            || self.exact.is_some()
+        {
+            return Err(QueryError::HullWithShape);
+        }
+        let Query::Trace(q) = unnamed.validate()? else {
+            return Err(QueryError::PointWithTrace);
+        };
+        let query = HullQuery::new(world, name, q.start, q.end, q.mask)
+            .map_err(|e| QueryError::UnknownHull(e.to_string()))?;
+        Ok(Request::Hull {
+            query,
+            any: self.any == Some(true),
         })
     }
 }
@@ -346,6 +402,16 @@ pub fn answer_request(
         Request::AnyHit(q) => Answer::Hit(HitAnswer {
             hit: crate::trace::any_hit(world, q, scratch),
         }),
+        Request::Hull { query, any } => {
+            let r = crate::trace::trace_hull(world, query, scratch);
+            if *any {
+                Answer::Hit(HitAnswer {
+                    hit: r.fraction < 1.0,
+                })
+            } else {
+                Answer::Trace(TraceAnswer::from(&r))
+            }
+        }
     }
 }
 

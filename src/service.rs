@@ -4,7 +4,10 @@
 
 use crate::query::{answer_all, Answer, Query, QueryError, QueryLine, Request};
 use crate::registry::{valid_world_name, Registry, WorldVersion};
-use crate::trace::{any_hit, run_batch, trace, BatchOptions, BatchResults, TraceQuery};
+use crate::math::Vec3;
+use crate::trace::{
+    any_hit, run_batch, trace, BatchOptions, BatchResults, TraceQuery, TraceResult,
+};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -149,6 +152,40 @@ pub struct PackedAnswer {
     pub world: String,
     pub version: u64,
     pub results: PackedResults,
+}
+
+impl From<BatchAnswer> for PackedAnswer {
+    /// Answers of trace lines as packed results (every line of a packed
+    /// batch is a trace, so there are no point answers).
+    fn from(answer: BatchAnswer) -> Self {
+        let mut traces = BatchResults::default();
+        let mut hits = Vec::new();
+        for a in &answer.results {
+            match a {
+                Answer::Trace(t) => traces.push(&TraceResult {
+                    fraction: t.fraction,
+                    endpos: Vec3::from_array(t.endpos),
+                    normal: Vec3::from_array(t.normal),
+                    dist: t.dist,
+                    startsolid: t.startsolid,
+                    allsolid: t.allsolid,
+                    contents: t.contents,
+                    surface_flags: t.surface_flags,
+                }),
+                Answer::Hit(h) => hits.push(h.hit),
+                Answer::Point(_) => {}
+            }
+        }
+        PackedAnswer {
+            world: answer.world,
+            version: answer.version,
+            results: if hits.is_empty() || !traces.is_empty() {
+                PackedResults::Traces(traces)
+            } else {
+                PackedResults::Hits(hits)
+            },
+        }
+    }
 }
 
 impl PackedTraces<'_> {
@@ -307,11 +344,12 @@ impl Service {
     pub fn trace(&self, world: &str, lines: &[QueryLine]) -> Result<BatchAnswer, ServiceError> {
         let version = self.world(world)?;
         self.check_count(lines.len())?;
+        let world_view = version.world.view();
         let queries = lines
             .iter()
             .enumerate()
             .map(|(index, line)| {
-                line.request()
+                line.request_in(&world_view)
                     .map_err(|error| ServiceError::BadQuery { index, error })
             })
             .collect::<Result<Vec<Request>, _>>()?;
@@ -328,6 +366,10 @@ impl Service {
     ) -> Result<PackedAnswer, ServiceError> {
         let n = batch.len()?;
         self.check_count(n)?;
+        if batch.template.hull.is_some() {
+            // Hull names are resolved per world by the line path.
+            return Ok(self.trace(world, &batch.lines()?)?.into());
+        }
         let version = self.world(world)?;
         let queries = batch.queries(n)?;
         let view = version.world.view();

@@ -761,3 +761,132 @@ fn bad_metadata_is_an_error() {
         put_u64(b, entry + 16, format::MAX_META_BYTES + 1);
     });
 }
+
+/// oa_ctf2 with one onion hull (the standing player), serialised.
+fn hull_original() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| {
+        let source = std::fs::read(common::map_path("oa_ctf2")).unwrap();
+        let options = CompileOptions {
+            hulls: vec![bspq::world::HullSpec {
+                name: "stand".into(),
+                mins: [-15.0, -15.0, -24.0],
+                maxs: [15.0, 15.0, 32.0],
+            }],
+            ..Default::default()
+        };
+        format::write(&compile_source(&source, "oa_ctf2", &options).unwrap())
+    })
+}
+
+/// Loads a mutated hull world; when it loads, runs hull traces through it.
+fn load_hull_world(bytes: &[u8], seed: u64) -> Result<(), bspq::world::load::LoadError> {
+    let world = LoadedWorld::from_compiled_bytes(bytes)?;
+    let view = world.view();
+    let mut rng = Rng(seed);
+    let mut scratch = Scratch::new();
+    let (lo, hi) = (Vec3::from_array(view.mins), Vec3::from_array(view.maxs));
+    let point = |rng: &mut Rng| lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
+    for _ in 0..64 {
+        let (start, end) = (point(&mut rng), point(&mut rng));
+        let q = bspq::trace::HullQuery::new(&view, "stand", start, end, 1).unwrap();
+        let r = bspq::trace::trace_hull(&view, &q, &mut scratch);
+        assert!((0.0..=1.0).contains(&r.fraction));
+    }
+    Ok(())
+}
+
+/// Corrupt onion-hull sections are typed errors (`InvalidHulls`, or a
+/// missing section when only some are present), never panics; random byte
+/// changes in them give an error or a world whose hull traces run.
+#[test]
+fn corrupt_hull_sections_are_typed_errors() {
+    let bytes = hull_original();
+    assert!(load_hull_world(bytes, 0).is_ok());
+    let hull_error = |what: &str, mutate: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = bytes.to_vec();
+        mutate(&mut b);
+        format::seal(&mut b);
+        match catch_unwind(AssertUnwindSafe(|| load_hull_world(&b, 1))) {
+            Ok(Err(LoadError::Format(FormatError::InvalidHulls(msg)))) => msg,
+            Ok(Err(LoadError::Format(FormatError::MissingSection(name)))) => name.to_owned(),
+            other => panic!("{what}: expected a hull error, got {other:?}"),
+        }
+    };
+    let sec = |kind| {
+        format::parse_layout(bytes, true)
+            .unwrap()
+            .sections
+            .into_iter()
+            .find(|s: &SectionEntry| s.kind == kind)
+            .unwrap()
+    };
+    let records = sec(SectionKind::HullLeaves);
+    let solid = sec(SectionKind::LeafHullSolid);
+    let brushes = sec(SectionKind::HullLeafBrushes);
+    let index_of = |kind| {
+        format::parse_layout(bytes, true)
+            .unwrap()
+            .sections
+            .iter()
+            .position(|s| s.kind == kind)
+            .unwrap()
+    };
+    // A record's brush range past the end of the list.
+    let msg = hull_error("brush range", &|b| {
+        put_u32(b, records.offset + 4, u32::MAX - 1)
+    });
+    assert!(msg.contains("exceeds"), "{msg}");
+    // A listed brush index out of range.
+    let msg = hull_error("brush index", &|b| put_u32(b, brushes.offset, 1 << 30));
+    assert!(msg.contains("out of range"), "{msg}");
+    // Contents that are not those of the listed brushes.
+    let msg = hull_error("contents", &|b| {
+        let at = (0..records.count)
+            .map(|i| records.offset + 20 * i)
+            .find(|&at| get_u32(b, at + 8) > 0)
+            .unwrap();
+        let v = get_u32(b, at) ^ 0x8000_0000;
+        put_u32(b, at, v)
+    });
+    assert!(msg.contains("contents"), "{msg}");
+    // Solidity bits that disagree with the brush lists.
+    let msg = hull_error("solidity bits", &|b| {
+        let v = get_u32(b, solid.offset) ^ 1;
+        put_u32(b, solid.offset, v)
+    });
+    assert!(msg.contains("solidity"), "{msg}");
+    // Fewer records than leaves × hulls.
+    let msg = hull_error("record count", &|b| {
+        put_u64(
+            b,
+            64 + 32 * index_of(SectionKind::HullLeaves) + 16,
+            records.count as u64 - 1,
+        )
+    });
+    assert!(msg.contains("leaves × hulls"), "{msg}");
+    // The last hull section dropped from the table (it is written last).
+    assert_eq!(
+        index_of(SectionKind::HullLeafPatches),
+        sections(bytes).len() - 1
+    );
+    let msg = hull_error("missing section", &|b| {
+        put_u32(b, 16, sections(bytes).len() as u32 - 1)
+    });
+    assert_eq!(msg, "hull_leaf_patches");
+    // Random byte changes inside the hull sections: errors or working worlds.
+    let mut rng = Rng(7);
+    let hull_ranges: Vec<SectionEntry> = format::HULL_SECTIONS.iter().map(|&k| sec(k)).collect();
+    for round in 0..200 {
+        let s = &hull_ranges[rng.below(hull_ranges.len())];
+        if s.byte_len == 0 {
+            continue;
+        }
+        let mut b = bytes.to_vec();
+        let at = s.offset + rng.below(s.byte_len);
+        b[at] ^= 1 << rng.below(8);
+        format::seal(&mut b);
+        let outcome = catch_unwind(AssertUnwindSafe(|| load_hull_world(&b, round)));
+        assert!(outcome.is_ok(), "round {round}: a panic");
+    }
+}

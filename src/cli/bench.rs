@@ -1,6 +1,7 @@
 //! `bspq bench`: kernel throughput on a query file, side by side with parry3d
 //! on the same queries in the same process (SPEC §6).
 
+mod hull;
 mod parry;
 
 use super::WorldArgs;
@@ -57,6 +58,10 @@ pub struct BenchArgs {
     /// (an untimed extra pass).
     #[arg(long)]
     stats: bool,
+    /// Also run the file's box queries of this registered onion hull's size
+    /// as hull traces, side by side with the box sweep (repeatable).
+    #[arg(long = "hull")]
+    hulls: Vec<String>,
 }
 
 /// Mean and 99th percentile of one walk counter over the traces.
@@ -403,6 +408,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(run_parry(&world, &traces, args.runs, min_run)?)
     };
 
+    let hull_runs = args
+        .hulls
+        .iter()
+        .map(|name| hull::run(&world, name, &traces, args.runs, min_run))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let counters = (args.stats && !traces.is_empty()).then(|| walk_stats(&world, &traces, false));
     let ray_list: Vec<TraceQuery> = traces
         .iter()
@@ -484,6 +494,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if !points.is_empty() {
         report.push(stats_line("points", &bspq_points));
     }
+    for h in &hull_runs {
+        report.extend(h.report());
+    }
     if let Some(p) = &parry {
         report.push(stats_line("parry3d", &p.stats));
         report.push(format!(
@@ -543,6 +556,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "bspq_qps": has_traces.then_some(bspq.wall.median),
             "bspq": has_traces.then(|| stats_json(&bspq)),
             "bspq_point_qps": (!points.is_empty()).then_some(bspq_points.wall.median),
+            "bspq_hull_qps": hull_runs.first().map(|h| h.hulls.wall.median),
+            "bspq_hull_box_qps": hull_runs.first().map(|h| h.boxes.wall.median),
+            "hulls": hull_runs.iter().map(|h| h.json()).collect::<Vec<_>>(),
             "parry_qps": parry.as_ref().map(|p| p.stats.wall.median),
             "parry": parry.as_ref().map(|p| stats_json(&p.stats)),
             "parry_agree": parry.as_ref().map(|p| p.agree as f64 / traces.len() as f64),

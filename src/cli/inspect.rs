@@ -48,6 +48,25 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             hulls.join(" ")
         }
     );
+    if let Some(onion) = &info.onion {
+        let solid: Vec<String> = (0..info.hulls.len())
+            .map(|h| {
+                let n = world
+                    .leaf_hull_solid
+                    .iter()
+                    .filter(|b| *b >> h & 1 == 1)
+                    .count();
+                format!("{n} solid for {}", info.hulls[h].name)
+            })
+            .collect();
+        println!(
+            "onion            +{} nodes, +{} leaves ({}), compiled in {:.1} ms",
+            onion.nodes_added,
+            onion.leaves_added,
+            solid.join(", "),
+            onion.seconds * 1e3
+        );
+    }
     println!("bounds           {:?} .. {:?}", world.mins, world.maxs);
     println!(
         "source brushes   {} ({} sides)",

@@ -47,7 +47,10 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     loop {
         let chunk: Vec<(usize, Result<Request, QueryError>)> = next_chunk(&mut lines, batch)?
             .into_iter()
-            .map(|(index, line)| (index, QueryLine::parse(&line).and_then(|q| q.request())))
+            .map(|(index, line)| {
+                let request = QueryLine::parse(&line).and_then(|q| q.request_in(&world));
+                (index, request)
+            })
             .collect();
         if chunk.is_empty() {
             break;
@@ -96,6 +99,28 @@ fn next_chunk(
         }
     }
     Ok(chunk)
+}
+
+/// A line checked for sending to a server: hull lines (whose hull only the
+/// server's world knows) are checked as the ray of the same move and sent
+/// with the hull's name; `any` lines become any-hit requests either way.
+fn remote_request(line: &QueryLine) -> Result<Request, QueryError> {
+    let Some(_) = &line.hull else {
+        return line.request();
+    };
+    if line.mins.is_some() || line.maxs.is_some() || line.shape.is_some() || line.exact.is_some() {
+        return Err(QueryError::HullWithShape);
+    }
+    QueryLine {
+        hull: None,
+        any: None,
+        ..line.clone()
+    }
+    .request()
+    .map(|r| match r {
+        Request::Query(Query::Trace(q)) if line.any == Some(true) => Request::AnyHit(q),
+        other => other,
+    })
 }
 
 /// One input line of a chunk: its answer (or error line) once known.
@@ -168,8 +193,8 @@ async fn answer_chunk(
     let mut point_slots = Vec::new();
     let mut any_hit = vec![false; chunk.len()];
     for (pos, (index, line)) in chunk.iter().enumerate() {
-        let parsed = QueryLine::parse(line).and_then(|q| q.request().map(|r| (q, r)));
-        any_hit[pos] = matches!(parsed, Ok((_, Request::AnyHit(_))));
+        let parsed = QueryLine::parse(line).and_then(|q| remote_request(&q).map(|r| (q, r)));
+        any_hit[pos] = matches!(&parsed, Ok((line, Request::AnyHit(_))) if line.any == Some(true));
         match parsed {
             Err(err) => {
                 *failed += 1;
@@ -181,6 +206,10 @@ async fn answer_chunk(
                 point_slots.push(pos);
                 slots.push(Slot::Pending);
             }
+            Ok((_, Request::Hull { .. })) => {
+                // `remote_request` sends hull lines as traces named by the hull.
+                slots.push(Slot::Done(String::new()));
+            }
             Ok((line, Request::Query(Query::Trace(q)) | Request::AnyHit(q))) => {
                 let (mins, maxs) = (q.mins.to_array(), q.maxs.to_array());
                 let swept = line
@@ -188,33 +217,35 @@ async fn answer_chunk(
                     .as_ref()
                     .map(bspq::transport::grpc::swept_message);
                 let bits: Vec<u32> = [mins, maxs].concat().iter().map(|f| f.to_bits()).collect();
-                let key = format!("{bits:?} {swept:?} {}", q.exact);
-                let (positions, req) =
-                    groups.entry(key).or_insert_with(|| {
-                        let shape = (swept.is_none() && (mins != [0.0; 3] || maxs != [0.0; 3]))
-                            .then(|| pb::Box {
-                                mins: Some(pb::Vec3 {
-                                    x: mins[0],
-                                    y: mins[1],
-                                    z: mins[2],
-                                }),
-                                maxs: Some(pb::Vec3 {
-                                    x: maxs[0],
-                                    y: maxs[1],
-                                    z: maxs[2],
-                                }),
-                            });
-                        (
-                            Vec::new(),
-                            pb::TraceRequest {
-                                world: world.to_owned(),
-                                shape,
-                                swept,
-                                exact: q.exact,
-                                ..Default::default()
-                            },
-                        )
-                    });
+                let key = format!("{bits:?} {swept:?} {} {:?}", q.exact, line.hull);
+                let (positions, req) = groups.entry(key).or_insert_with(|| {
+                    let shape = (swept.is_none()
+                        && line.hull.is_none()
+                        && (mins != [0.0; 3] || maxs != [0.0; 3]))
+                        .then(|| pb::Box {
+                            mins: Some(pb::Vec3 {
+                                x: mins[0],
+                                y: mins[1],
+                                z: mins[2],
+                            }),
+                            maxs: Some(pb::Vec3 {
+                                x: maxs[0],
+                                y: maxs[1],
+                                z: maxs[2],
+                            }),
+                        });
+                    (
+                        Vec::new(),
+                        pb::TraceRequest {
+                            world: world.to_owned(),
+                            shape,
+                            swept,
+                            exact: q.exact,
+                            hull: line.hull.clone(),
+                            ..Default::default()
+                        },
+                    )
+                });
                 positions.push(pos);
                 req.starts.extend_from_slice(&q.start.to_array());
                 req.ends.extend_from_slice(&q.end.to_array());

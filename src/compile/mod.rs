@@ -2,6 +2,7 @@
 //! geometry in, a solid-leaf BSP over them out.
 
 mod brushes;
+pub mod onion;
 pub mod patch;
 mod tree;
 
@@ -18,8 +19,7 @@ pub const COMPILER_VERSION: &str = concat!("bspq ", env!("CARGO_PKG_VERSION"));
 pub struct CompileOptions {
     /// Include patch (curve) collision, as the reference does by default.
     pub curves: bool,
-    /// Box sizes to register as onion hulls (recorded in the world; hull
-    /// compilation comes with the onion-BSP work).
+    /// Box sizes to compile into the tree as onion hulls ([`onion`]).
     pub hulls: Vec<crate::world::HullSpec>,
 }
 
@@ -38,6 +38,8 @@ pub enum CompileError {
     TooDeep(usize),
     #[error("the world has more than {0} elements of one kind")]
     TooLarge(usize),
+    #[error("more than {0} onion hulls")]
+    TooManyHulls(usize),
 }
 
 /// Compiles the static world (model 0) of a Quake 3 map.
@@ -57,6 +59,13 @@ pub fn compile_q3(
     };
     let source_splitters: Vec<u32> = bsp.nodes.iter().map(|n| n.plane).collect();
     let stats = tree::build(&mut world, &input, &patches, &bsp.planes, &source_splitters)?;
+    let onion_started = Instant::now();
+    let onion_stats = onion::build(&mut world, &options.hulls)?;
+    let onion = (!options.hulls.is_empty()).then(|| crate::world::OnionInfo {
+        nodes_added: onion_stats.nodes_added,
+        leaves_added: onion_stats.leaves_added,
+        seconds: onion_started.elapsed().as_secs_f64(),
+    });
     let model = bsp.world_model();
     world.mins = model.mins.to_array();
     world.maxs = model.maxs.to_array();
@@ -76,6 +85,7 @@ pub fn compile_q3(
         source_planes: bsp.planes.len(),
         compile_seconds: started.elapsed().as_secs_f64(),
         bevels_added: bevels_added + stats.bevels_added,
+        onion,
     };
     Ok(world)
 }

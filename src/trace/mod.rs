@@ -8,11 +8,14 @@
 //! Spheres, capsules, cylinders and convex shapes take [`sweep`] (the same
 //! walk and clipping with planes shifted by the shape's [`shape`] support),
 //! and, asked for `exact`, [`exact`] (GJK against the brushes' polyhedra).
+//! Registered onion hulls take [`onion`] (the box's centre walked as a point
+//! through the hull-refined tree, clipped with the box routines).
 
 mod batch;
 mod brush;
 mod contents;
 pub mod exact;
+pub mod onion;
 mod patch;
 pub mod shape;
 mod sweep;
@@ -25,6 +28,7 @@ pub use batch::{
 };
 pub use contents::point_contents;
 pub use exact::reference_trace;
+pub use onion::{trace_hull, trace_hull_with_stats, HullError, HullQuery, HullStats};
 pub use shape::{ConvexHull, Shape};
 pub use tree::WalkStats;
 pub use work::{Scratch, TraceQuery, TraceResult};

@@ -89,6 +89,7 @@ pub fn packed(req: &pb::TraceRequest) -> Result<PackedTraces<'_>, ServiceError> 
             any: req.any_hit.then_some(true),
             shape: req.swept.as_ref().map(swept_shape).transpose()?,
             exact: req.exact.then_some(true),
+            hull: req.hull.clone(),
             ..QueryLine::default()
         },
         masks: &req.masks,
@@ -602,6 +603,7 @@ mod tests {
             swept: None,
             exact: false,
             any_hit: false,
+            hull: None,
         };
         let lines = trace_lines(&req, 10).expect("valid");
         assert_eq!(lines.len(), 2);

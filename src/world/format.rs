@@ -18,9 +18,29 @@
 //! count: u64, reserved: u64` (32 bytes). Every section starts at a multiple
 //! of 16 and holds `count` records of `record_size` bytes, which must equal the
 //! size of the record type of its kind (see [`SectionKind`] and the
-//! `#[repr(C)]` structs in [`crate::world`]). Each kind appears exactly once.
+//! `#[repr(C)]` structs in [`crate::world`]). Each kind appears at most once; kinds 1–12 always.
 //! The `Meta` section is UTF-8 JSON ([`FileMeta`]); all others are arrays of
 //! plain records that the loader casts in place, without parsing.
+//!
+//! ## Onion hulls (optional sections 13–16)
+//!
+//! A world compiled with `--hull NAME=…` lists its hulls (name, mins, maxs)
+//! in the metadata (`info.hulls`, at most [`super::MAX_HULLS`]) and carries
+//! four more sections, all present or all absent ([`HULL_SECTIONS`]):
+//!
+//! | kind | name | record | count |
+//! |---|---|---|---|
+//! | 13 | `leaf_hull_solid` | u32 bitset (bit h: the leaf is solid for hull h) | leaves |
+//! | 14 | `hull_leaves` | [`super::HullLeaf`] (20 bytes), record `leaf·hulls + h` | leaves × hulls |
+//! | 15 | `hull_leaf_brushes` | u32 brush index | any |
+//! | 16 | `hull_leaf_patches` | u32 patch index | any |
+//!
+//! The hulls' splitting planes are ordinary nodes and planes of the one tree
+//! (its leaves are cells that are wholly inside or outside every expanded
+//! brush of every hull); every leaf keeps its ordinary record too, so rays
+//! and boxes answer as in a world without hulls. A world without hulls has
+//! none of these sections and is byte for byte what earlier builds wrote;
+//! a file with them is rejected by builds that predate them (unknown kind).
 
 use super::{
     Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World, WorldData,
@@ -56,6 +76,10 @@ pub enum SectionKind {
     PatchPlanes = 10,
     Facets = 11,
     FacetBorders = 12,
+    LeafHullSolid = 13,
+    HullLeaves = 14,
+    HullLeafBrushes = 15,
+    HullLeafPatches = 16,
 }
 
 pub const ALL_SECTIONS: [SectionKind; 12] = [
@@ -73,9 +97,22 @@ pub const ALL_SECTIONS: [SectionKind; 12] = [
     SectionKind::FacetBorders,
 ];
 
+/// The onion-hull sections: present (all four) exactly when the world
+/// registers hulls.
+pub const HULL_SECTIONS: [SectionKind; 4] = [
+    SectionKind::LeafHullSolid,
+    SectionKind::HullLeaves,
+    SectionKind::HullLeafBrushes,
+    SectionKind::HullLeafPatches,
+];
+
 impl SectionKind {
     pub fn from_u32(v: u32) -> Option<Self> {
-        ALL_SECTIONS.iter().copied().find(|k| *k as u32 == v)
+        ALL_SECTIONS
+            .iter()
+            .chain(HULL_SECTIONS.iter())
+            .copied()
+            .find(|k| *k as u32 == v)
     }
 
     pub fn name(self) -> &'static str {
@@ -92,6 +129,10 @@ impl SectionKind {
             SectionKind::PatchPlanes => "patch_planes",
             SectionKind::Facets => "facets",
             SectionKind::FacetBorders => "facet_borders",
+            SectionKind::LeafHullSolid => "leaf_hull_solid",
+            SectionKind::HullLeaves => "hull_leaves",
+            SectionKind::HullLeafBrushes => "hull_leaf_brushes",
+            SectionKind::HullLeafPatches => "hull_leaf_patches",
         }
     }
 
@@ -105,7 +146,12 @@ impl SectionKind {
             SectionKind::BrushSides => size_of::<BrushSide>(),
             SectionKind::Nodes => size_of::<Node>(),
             SectionKind::Leaves => size_of::<Leaf>(),
-            SectionKind::LeafBrushes | SectionKind::LeafPatches => size_of::<u32>(),
+            SectionKind::LeafBrushes
+            | SectionKind::LeafPatches
+            | SectionKind::LeafHullSolid
+            | SectionKind::HullLeafBrushes
+            | SectionKind::HullLeafPatches => size_of::<u32>(),
+            SectionKind::HullLeaves => size_of::<super::HullLeaf>(),
             SectionKind::Patches => size_of::<Patch>(),
             SectionKind::PatchPlanes => size_of::<PatchPlane>(),
             SectionKind::Facets => size_of::<Facet>(),
@@ -143,6 +189,8 @@ pub enum FormatError {
     BadMeta(String),
     #[error("invalid world: {0}")]
     Invalid(String),
+    #[error("invalid onion hulls: {0}")]
+    InvalidHulls(String),
 }
 
 /// Where one section lies in the file.
@@ -298,6 +346,17 @@ pub fn parse_layout(bytes: &[u8], verify_checksum: bool) -> Result<Layout, Forma
             return Err(FormatError::MissingSection(kind.name()));
         }
     }
+    let hull_sections = HULL_SECTIONS
+        .iter()
+        .filter(|k| sections.iter().any(|s| s.kind == **k))
+        .count();
+    if hull_sections != 0 && hull_sections != HULL_SECTIONS.len() {
+        let missing = HULL_SECTIONS
+            .iter()
+            .find(|k| !sections.iter().any(|s| s.kind == **k))
+            .map_or("hull sections", |k| k.name());
+        return Err(FormatError::MissingSection(missing));
+    }
     Ok(Layout {
         version,
         flags,
@@ -347,9 +406,14 @@ pub fn view<'a>(
         patch_planes: section(bytes, layout, SectionKind::PatchPlanes)?,
         facets: section(bytes, layout, SectionKind::Facets)?,
         facet_borders: section(bytes, layout, SectionKind::FacetBorders)?,
+        leaf_hull_solid: section(bytes, layout, SectionKind::LeafHullSolid)?,
+        hull_leaves: section(bytes, layout, SectionKind::HullLeaves)?,
+        hull_leaf_brushes: section(bytes, layout, SectionKind::HullLeafBrushes)?,
+        hull_leaf_patches: section(bytes, layout, SectionKind::HullLeafPatches)?,
         mins: meta.mins,
         maxs: meta.maxs,
         kernel: &super::kernel::EMPTY,
+        onion: &super::onion_kernel::EMPTY,
     })
 }
 
@@ -362,7 +426,7 @@ pub fn write(world: &WorldData) -> Vec<u8> {
     };
     // Serialising plain data cannot fail.
     let meta_json = serde_json::to_vec(&meta).unwrap_or_default();
-    let bodies: Vec<(SectionKind, usize, &[u8])> = vec![
+    let mut bodies: Vec<(SectionKind, usize, &[u8])> = vec![
         (SectionKind::Meta, meta_json.len(), &meta_json),
         (
             SectionKind::Planes,
@@ -420,6 +484,31 @@ pub fn write(world: &WorldData) -> Vec<u8> {
             bytemuck::cast_slice(&world.facet_borders),
         ),
     ];
+    // Worlds without hulls are written exactly as before hulls existed.
+    if !world.info.hulls.is_empty() {
+        bodies.extend([
+            (
+                SectionKind::LeafHullSolid,
+                world.leaf_hull_solid.len(),
+                bytemuck::cast_slice(&world.leaf_hull_solid),
+            ),
+            (
+                SectionKind::HullLeaves,
+                world.hull_leaves.len(),
+                bytemuck::cast_slice(&world.hull_leaves),
+            ),
+            (
+                SectionKind::HullLeafBrushes,
+                world.hull_leaf_brushes.len(),
+                bytemuck::cast_slice(&world.hull_leaf_brushes),
+            ),
+            (
+                SectionKind::HullLeafPatches,
+                world.hull_leaf_patches.len(),
+                bytemuck::cast_slice(&world.hull_leaf_patches),
+            ),
+        ]);
+    }
     let align = |n: usize| n.div_ceil(SECTION_ALIGN) * SECTION_ALIGN;
     let mut out = vec![0u8; align(HEADER_LEN + bodies.len() * SECTION_ENTRY_LEN)];
     for (index, (kind, count, body)) in bodies.iter().enumerate() {

@@ -4,7 +4,7 @@ use crate::compile::{compile_q3, CompileError, CompileOptions};
 use crate::source::{pk3, q3bsp, Q3Bsp, SourceError};
 use crate::world::format::{self, FileMeta, FormatError, Layout};
 use crate::world::validate::validate;
-use crate::world::{kernel, KernelTree, World, WorldData};
+use crate::world::{kernel, onion_kernel, KernelTree, OnionKernel, World, WorldData};
 use bytemuck::Zeroable;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -153,7 +153,9 @@ impl AlignedBytes {
     }
 }
 
-/// Where a loaded world's arrays live.
+/// Where a loaded world's arrays live. One per loaded world, so the
+/// variants' size difference (a few hundred bytes) costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Storage {
     /// Compiled just now from a source.
     Built(WorldData),
@@ -163,6 +165,7 @@ enum Storage {
         layout: Layout,
         meta: FileMeta,
         kernel: KernelTree,
+        onion: OnionKernel,
     },
 }
 
@@ -203,11 +206,16 @@ impl LoadedWorld {
                 layout,
                 meta,
                 kernel,
+                onion,
             } => {
                 // Loading validated every section, so the casts succeed.
                 let world = format::view(bytes.as_slice(), layout, meta)
                     .unwrap_or_else(|_| EMPTY_DATA.view());
-                World { kernel, ..world }
+                World {
+                    kernel,
+                    onion,
+                    ..world
+                }
             }
         }
     }
@@ -251,6 +259,7 @@ impl LoadedWorld {
     pub fn from_data(mut data: WorldData) -> Result<Self, LoadError> {
         validate(&data.view())?;
         data.kernel = kernel::build(&data.view());
+        data.onion_kernel = onion_kernel::build(&data.view());
         Ok(Self {
             storage: Storage::Built(data),
         })
@@ -263,12 +272,14 @@ impl LoadedWorld {
         let world = format::view(raw, &layout, &meta)?;
         validate(&world)?;
         let kernel = kernel::build(&world);
+        let onion = onion_kernel::build(&world);
         Ok(Self {
             storage: Storage::File {
                 bytes,
                 layout,
                 meta,
                 kernel,
+                onion,
             },
         })
     }

@@ -4,11 +4,13 @@
 pub mod format;
 pub mod kernel;
 pub mod load;
+pub mod onion_kernel;
 pub mod validate;
 
 use crate::math::{Plane as MathPlane, Vec3};
 use bytemuck::{Pod, Zeroable};
 pub use kernel::{KernelNode, KernelTree};
+pub use onion_kernel::{OnionKernel, OnionNode};
 
 /// A plane with its axis and sign bits precomputed for the kernel.
 #[repr(C)]
@@ -147,7 +149,29 @@ pub struct FacetBorder {
     pub no_adjust: u32,
 }
 
-/// A registered box size for onion-BSP hulls (recorded now, compiled later).
+/// Most onion hulls a world may register (one bit each in [`World::leaf_hull_solid`]).
+pub const MAX_HULLS: usize = 32;
+
+/// One leaf as one onion hull sees it (record `leaf * hulls + hull` of
+/// [`World::hull_leaves`]): the brushes whose configuration-space obstacle for
+/// that hull (the brush with every side pushed out by the hull box's support
+/// distance, as the box sweep clips it) contains the whole leaf cell, and the
+/// patches whose bounds grown by the hull box reach the cell.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq)]
+pub struct HullLeaf {
+    /// OR of the contents of the listed brushes (0: the cell is free for this hull).
+    pub contents: u32,
+    /// Range in [`World::hull_leaf_brushes`].
+    pub first_brush: u32,
+    pub num_brushes: u32,
+    /// Range in [`World::hull_leaf_patches`].
+    pub first_patch: u32,
+    pub num_patches: u32,
+}
+
+/// A registered box size for onion-BSP hulls, compiled into the world's tree
+/// (see `compile::onion`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HullSpec {
     pub name: String,
@@ -170,6 +194,18 @@ pub struct WorldInfo {
     pub source_planes: usize,
     pub compile_seconds: f64,
     pub bevels_added: usize,
+    /// What compiling the onion hulls added (absent without hulls, so such
+    /// worlds' metadata is as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onion: Option<OnionInfo>,
+}
+
+/// What compiling the onion hulls added to the tree, and how long it took.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OnionInfo {
+    pub nodes_added: usize,
+    pub leaves_added: usize,
+    pub seconds: f64,
 }
 
 /// A world as the compiler builds it: owned arrays.
@@ -187,11 +223,22 @@ pub struct WorldData {
     pub patch_planes: Vec<PatchPlane>,
     pub facets: Vec<Facet>,
     pub facet_borders: Vec<FacetBorder>,
+    /// Onion hulls (empty when `info.hulls` is): per leaf, a bitset of the
+    /// hulls for which the cell is solid (bit h: inside some brush expanded by
+    /// hull h) ...
+    pub leaf_hull_solid: Vec<u32>,
+    /// ... `leaves × hulls` records, leaf-major ...
+    pub hull_leaves: Vec<HullLeaf>,
+    /// ... and the brush and patch lists they index.
+    pub hull_leaf_brushes: Vec<u32>,
+    pub hull_leaf_patches: Vec<u32>,
     pub mins: [f32; 3],
     pub maxs: [f32; 3],
     /// Derived when the world is loaded ([`kernel::build`]); empty until then
     /// (the kernel then walks `nodes` and `planes` directly).
     pub kernel: KernelTree,
+    /// Derived with the kernel: the hull walk's trees ([`onion_kernel::build`]).
+    pub onion_kernel: OnionKernel,
 }
 
 impl WorldData {
@@ -210,9 +257,14 @@ impl WorldData {
             patch_planes: &self.patch_planes,
             facets: &self.facets,
             facet_borders: &self.facet_borders,
+            leaf_hull_solid: &self.leaf_hull_solid,
+            hull_leaves: &self.hull_leaves,
+            hull_leaf_brushes: &self.hull_leaf_brushes,
+            hull_leaf_patches: &self.hull_leaf_patches,
             mins: self.mins,
             maxs: self.maxs,
             kernel: &self.kernel,
+            onion: &self.onion_kernel,
         }
     }
 
@@ -238,11 +290,18 @@ pub struct World<'a> {
     pub patch_planes: &'a [PatchPlane],
     pub facets: &'a [Facet],
     pub facet_borders: &'a [FacetBorder],
+    /// Onion hulls: see [`WorldData::leaf_hull_solid`] and the fields after it.
+    pub leaf_hull_solid: &'a [u32],
+    pub hull_leaves: &'a [HullLeaf],
+    pub hull_leaf_brushes: &'a [u32],
+    pub hull_leaf_patches: &'a [u32],
     pub mins: [f32; 3],
     pub maxs: [f32; 3],
     /// The kernel's derived tree, or an empty one: the kernel then reads
     /// `nodes` and `planes` (the reference walk).
     pub kernel: &'a KernelTree,
+    /// The hull walk's trees, or an empty one (it then reads `nodes`).
+    pub onion: &'a OnionKernel,
 }
 
 impl World<'_> {
@@ -252,6 +311,17 @@ impl World<'_> {
             kernel: &kernel::EMPTY,
             ..*self
         }
+    }
+
+    /// The index of the onion hull registered as `name`, if any.
+    pub fn hull_index(&self, name: &str) -> Option<usize> {
+        self.info.hulls.iter().position(|h| h.name == name)
+    }
+
+    /// What onion hull `hull` knows about leaf `leaf` (both in range).
+    #[inline(always)]
+    pub fn hull_leaf(&self, leaf: usize, hull: usize) -> &HullLeaf {
+        &self.hull_leaves[leaf * self.info.hulls.len() + hull]
     }
 
     /// The tree's root as a child reference (a single leaf when there are no nodes).
@@ -272,6 +342,7 @@ const _: () = {
     assert!(size_of::<Patch>() == 52);
     assert!(size_of::<PatchPlane>() == 20);
     assert!(size_of::<Facet>() == 12);
+    assert!(size_of::<HullLeaf>() == 20 && align_of::<HullLeaf>() == 4);
     assert!(size_of::<FacetBorder>() == 12);
     assert!(align_of::<Plane>() == 4 && align_of::<Brush>() == 4 && align_of::<Node>() == 4);
     assert!(align_of::<Leaf>() == 4 && align_of::<Patch>() == 4 && align_of::<FacetBorder>() == 4);

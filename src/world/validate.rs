@@ -146,6 +146,7 @@ pub fn validate(world: &World) -> Result<(), FormatError> {
     for (i, b) in world.facet_borders.iter().enumerate() {
         check_index("facet border", i, b.plane, world.patch_planes.len())?;
     }
+    validate_hulls(world)?;
     if !world
         .mins
         .iter()
@@ -209,6 +210,126 @@ fn validate_tree(world: &World) -> Result<(), FormatError> {
             "leaf {leaf} is referenced {} times (must be once)",
             leaf_refs[leaf]
         )));
+    }
+    Ok(())
+}
+
+fn bad_hulls(msg: String) -> FormatError {
+    FormatError::InvalidHulls(msg)
+}
+
+/// The onion hulls: sane specs, one record per leaf and hull, lists in range,
+/// and solidity bits that agree with the records.
+fn validate_hulls(world: &World) -> Result<(), FormatError> {
+    let hulls = &world.info.hulls;
+    if hulls.len() > super::MAX_HULLS {
+        return Err(bad_hulls(format!(
+            "{} hulls (limit {})",
+            hulls.len(),
+            super::MAX_HULLS
+        )));
+    }
+    for (i, h) in hulls.iter().enumerate() {
+        let finite = h.mins.iter().chain(&h.maxs).all(|v| v.is_finite());
+        if !finite || (0..3).any(|k| h.mins[k] > h.maxs[k]) {
+            return Err(bad_hulls(format!(
+                "hull {i} ({:?}) has a non-finite or inverted box",
+                h.name
+            )));
+        }
+        if hulls[..i].iter().any(|o| o.name == h.name) {
+            return Err(bad_hulls(format!("hull name {:?} appears twice", h.name)));
+        }
+    }
+    if hulls.is_empty() {
+        let stray = !world.leaf_hull_solid.is_empty()
+            || !world.hull_leaves.is_empty()
+            || !world.hull_leaf_brushes.is_empty()
+            || !world.hull_leaf_patches.is_empty();
+        return if stray {
+            Err(bad_hulls("hull records in a world without hulls".into()))
+        } else {
+            Ok(())
+        };
+    }
+    if world.leaf_hull_solid.len() != world.leaves.len() {
+        return Err(bad_hulls(format!(
+            "{} solidity bitsets for {} leaves",
+            world.leaf_hull_solid.len(),
+            world.leaves.len()
+        )));
+    }
+    let expected = world.leaves.len() as u64 * hulls.len() as u64;
+    if world.hull_leaves.len() as u64 != expected {
+        return Err(bad_hulls(format!(
+            "{} hull leaf records, expected leaves × hulls = {expected}",
+            world.hull_leaves.len()
+        )));
+    }
+    let range = |what: &str, i: usize, first: u32, count: u32, len: usize| {
+        if first as u64 + count as u64 > len as u64 {
+            Err(bad_hulls(format!(
+                "{what} of hull leaf record {i}: range {first}+{count} exceeds {len}"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    for (i, r) in world.hull_leaves.iter().enumerate() {
+        range(
+            "brushes",
+            i,
+            r.first_brush,
+            r.num_brushes,
+            world.hull_leaf_brushes.len(),
+        )?;
+        range(
+            "patches",
+            i,
+            r.first_patch,
+            r.num_patches,
+            world.hull_leaf_patches.len(),
+        )?;
+    }
+    for (i, &b) in world.hull_leaf_brushes.iter().enumerate() {
+        if b as usize >= world.brushes.len() {
+            return Err(bad_hulls(format!(
+                "hull leaf brush {i}: index {b} out of range (count {})",
+                world.brushes.len()
+            )));
+        }
+    }
+    for (i, &p) in world.hull_leaf_patches.iter().enumerate() {
+        if p as usize >= world.patches.len() {
+            return Err(bad_hulls(format!(
+                "hull leaf patch {i}: index {p} out of range (count {})",
+                world.patches.len()
+            )));
+        }
+    }
+    for (i, r) in world.hull_leaves.iter().enumerate() {
+        let listed = &world.hull_leaf_brushes[r.first_brush as usize..][..r.num_brushes as usize];
+        let contents = listed
+            .iter()
+            .fold(0, |acc, &b| acc | world.brushes[b as usize].contents);
+        if contents != r.contents {
+            return Err(bad_hulls(format!(
+                "hull leaf record {i}: contents {:#x} are not those of its brushes ({contents:#x})",
+                r.contents
+            )));
+        }
+    }
+    for (leaf, &bits) in world.leaf_hull_solid.iter().enumerate() {
+        let records = &world.hull_leaves[leaf * hulls.len()..][..hulls.len()];
+        let expected = records
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (h, r)| acc | ((r.num_brushes > 0) as u32) << h);
+        if bits != expected {
+            return Err(bad_hulls(format!(
+                "leaf {leaf}: solidity bits {bits:#x} disagree with its brush lists ({expected:#x})"
+            )));
+        }
     }
     Ok(())
 }

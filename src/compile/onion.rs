@@ -1,0 +1,565 @@
+//! Onion hulls (Golodetz, "Onion BSPs", Overload 118, after van Waveren's
+//! Quake III bot work): the configuration spaces of a few registered box
+//! sizes compiled into the world's one tree.
+//!
+//! For hull `h`, brush `b`'s obstacle is the brush with every side (bevels
+//! included) pushed out by the hull box's support distance along its normal,
+//! in exactly the arithmetic the box sweep clips with (`trace::brush`). The
+//! compiled tree is refined under each of its leaves by the faces of the
+//! obstacles that reach the leaf, until every new leaf cell is wholly inside
+//! or wholly outside each obstacle: the obstacles in a cell are the fragments
+//! left there once all their faces have split the path (a fragment whose
+//! faces all bound the cell fills it). Each new leaf records, per hull, the
+//! brushes whose obstacle holds it (its solidity bit is whether there is
+//! one), and the patches whose bounds grown by the hull box reach it.
+//!
+//! Every new leaf keeps its parent leaf's ordinary record (contents, brush
+//! and patch ranges), so ray and box sweeps see the same brushes in the same
+//! order and answer exactly as before; only their walk gets deeper.
+
+use super::CompileError;
+use crate::math::{dvec, DVec3, Vec3, Winding, PLANE_SIDE_EPSILON};
+use crate::world::{self, HullLeaf, HullSpec, WorldData};
+use std::collections::HashMap;
+
+/// Deepest tree we build (as the main builder).
+const MAX_DEPTH: usize = super::tree::MAX_DEPTH;
+/// Splitting planes scored per node (a deterministic sample when there are more).
+const MAX_CANDIDATES: usize = 32;
+/// Cost of cutting one fragment in two, against one unit of imbalance.
+const SPLIT_COST: i64 = 5;
+/// Extra cost of a non-axial splitter.
+const NON_AXIAL_COST: i64 = 2;
+/// How far beyond a patch's bounds grown by the hull box it is still listed
+/// (units): above the clip's 1/8-unit touch zone and f32 rounding.
+pub const PATCH_MARGIN: f32 = 1.0;
+
+/// The box sweep's view of a box: its centre offset and the corner offsets
+/// by sign bits, computed as `trace::work::TraceWork` does.
+pub fn hull_offsets(h: &HullSpec) -> (Vec3, [Vec3; 8]) {
+    let (mins, maxs) = (Vec3::from_array(h.mins), Vec3::from_array(h.maxs));
+    let offset = (mins + maxs) * 0.5;
+    let size0 = mins - offset;
+    let size1 = maxs - offset;
+    let mut offsets = [Vec3::ZERO; 8];
+    for (bits, corner) in offsets.iter_mut().enumerate() {
+        *corner = Vec3::new(
+            if bits & 1 != 0 { size1.x } else { size0.x },
+            if bits & 2 != 0 { size1.y } else { size0.y },
+            if bits & 4 != 0 { size1.z } else { size0.z },
+        );
+    }
+    (size1, offsets)
+}
+
+/// What the refinement added.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OnionStats {
+    pub nodes_added: usize,
+    pub leaves_added: usize,
+}
+
+/// Splitting planes by value, each kept in one orientation (first non-zero
+/// normal component positive) and given a world plane when first used.
+#[derive(Default)]
+struct PlaneSet {
+    ids: HashMap<([u32; 3], u32), u32>,
+    planes: Vec<(Vec3, f32)>,
+    world_index: Vec<Option<u32>>,
+}
+
+impl PlaneSet {
+    /// The canonical id of the plane `n·x = d` and whether `(n, d)` is its flip.
+    fn id(&mut self, n: Vec3, d: f32) -> (u32, bool) {
+        // `+ 0.0` turns -0.0 into 0.0, so both spell one key.
+        let n = n + Vec3::ZERO;
+        let d = d + 0.0;
+        let positive = n
+            .to_array()
+            .iter()
+            .find(|c| **c != 0.0)
+            .is_none_or(|c| *c > 0.0);
+        let (cn, cd) = if positive { (n, d) } else { (-n, -d) };
+        let (cn, cd) = (cn + Vec3::ZERO, cd + 0.0);
+        let key = (cn.to_array().map(f32::to_bits), cd.to_bits());
+        let next = self.planes.len() as u32;
+        let id = *self.ids.entry(key).or_insert(next);
+        if id == next {
+            self.planes.push((cn, cd));
+            self.world_index.push(None);
+        }
+        (id, !positive)
+    }
+
+    fn f64(&self, id: u32) -> (DVec3, f64) {
+        let (n, d) = self.planes[id as usize];
+        (dvec(n), d as f64)
+    }
+
+    fn is_axial(&self, id: u32) -> bool {
+        let n = self.planes[id as usize].0;
+        n.to_array().iter().filter(|c| **c != 0.0).count() == 1
+    }
+
+    /// The world plane of canonical plane `id`, added on first use.
+    fn world_plane(&mut self, world: &mut WorldData, id: u32) -> u32 {
+        if let Some(w) = self.world_index[id as usize] {
+            return w;
+        }
+        let (n, d) = self.planes[id as usize];
+        let w = world.planes.len() as u32;
+        world.planes.push(world::Plane::new(n, d));
+        self.world_index[id as usize] = Some(w);
+        w
+    }
+}
+
+#[derive(Clone)]
+struct Face {
+    /// Outward plane of the fragment, in f64.
+    normal: DVec3,
+    dist: f64,
+    /// Canonical plane id.
+    canon: u32,
+    winding: Winding,
+    /// An obstacle face not yet used as a splitter on this path.
+    candidate: bool,
+}
+
+#[derive(Clone)]
+struct Fragment {
+    hull: u32,
+    brush: u32,
+    faces: Vec<Face>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Front,
+    Back,
+    Split,
+}
+
+/// The obstacle of `brush` for a hull: its sides pushed out, with their polygons.
+fn obstacle(
+    world: &WorldData,
+    planes: &mut PlaneSet,
+    brush: &world::Brush,
+    hull: u32,
+    brush_index: u32,
+    offsets: &[Vec3; 8],
+) -> Option<Fragment> {
+    let sides = &world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize];
+    // The shifted planes, computed as the box clip computes them.
+    let shifted: Vec<(Vec3, f32)> = sides
+        .iter()
+        .map(|s| {
+            let p = &world.planes[s.plane as usize];
+            let normal = p.normal();
+            (normal, p.dist - offsets[p.sign_bits as usize].dot(normal))
+        })
+        .collect();
+    let mut faces = Vec::new();
+    for (i, &(n, d)) in shifted.iter().enumerate() {
+        let (normal, dist) = (dvec(n), d as f64);
+        let mut winding = Winding::base_for_plane(normal, dist);
+        let mut alive = true;
+        for (j, &(on, od)) in shifted.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let (other_n, other_d) = (dvec(on), od as f64);
+            let coplanar = winding
+                .points
+                .iter()
+                .all(|p| (p.dot(other_n) - other_d).abs() <= PLANE_SIDE_EPSILON);
+            if coplanar && other_n.dot(normal) > 0.0 {
+                // The same face twice: keep the first.
+                if j < i {
+                    alive = false;
+                    break;
+                }
+                continue;
+            }
+            if !winding.clip_back(other_n, other_d, PLANE_SIDE_EPSILON) {
+                alive = false;
+                break;
+            }
+        }
+        if alive && winding_area(&winding) > 1e-3 {
+            let (canon, _) = planes.id(n, d);
+            faces.push(Face {
+                normal,
+                dist,
+                canon,
+                winding,
+                candidate: true,
+            });
+        }
+    }
+    (faces.len() >= 4).then_some(Fragment {
+        hull,
+        brush: brush_index,
+        faces,
+    })
+}
+
+fn winding_area(w: &Winding) -> f64 {
+    let mut total = DVec3::ZERO;
+    for i in 1..w.points.len().saturating_sub(1) {
+        total += (w.points[i] - w.points[0]).cross(w.points[i + 1] - w.points[0]);
+    }
+    total.length() * 0.5
+}
+
+struct Refiner<'a> {
+    world: &'a mut WorldData,
+    planes: PlaneSet,
+    hulls: usize,
+    base_nodes: Vec<world::Node>,
+    base_leaves: Vec<world::Leaf>,
+    nodes: Vec<world::Node>,
+    leaves: Vec<world::Leaf>,
+    /// Per new leaf and hull (leaf-major): the brushes whose obstacle holds the cell.
+    hull_brushes: Vec<Vec<u32>>,
+}
+
+/// Refines `world`'s tree by the obstacles of `hulls` and fills its hull
+/// records (see the module documentation). The world's tree must be built.
+pub fn build(world: &mut WorldData, hulls: &[HullSpec]) -> Result<OnionStats, CompileError> {
+    if hulls.is_empty() {
+        return Ok(OnionStats::default());
+    }
+    if hulls.len() > world::MAX_HULLS {
+        return Err(CompileError::TooManyHulls(world::MAX_HULLS));
+    }
+    let mut planes = PlaneSet::default();
+    let mut fragments = Vec::new();
+    for (h, spec) in hulls.iter().enumerate() {
+        let (_, offsets) = hull_offsets(spec);
+        for (b, brush) in world.brushes.iter().enumerate() {
+            // A brush without contents is never hit, whatever the mask.
+            if brush.contents == 0 {
+                continue;
+            }
+            if let Some(f) = obstacle(world, &mut planes, brush, h as u32, b as u32, &offsets) {
+                fragments.push(f);
+            }
+        }
+    }
+    let root = world.root();
+    let base_nodes = std::mem::take(&mut world.nodes);
+    let base_leaves = std::mem::take(&mut world.leaves);
+    let (old_nodes, old_leaves) = (base_nodes.len(), base_leaves.len());
+    let mut refiner = Refiner {
+        world,
+        planes,
+        hulls: hulls.len(),
+        base_nodes,
+        base_leaves,
+        nodes: Vec::new(),
+        leaves: Vec::new(),
+        hull_brushes: Vec::new(),
+    };
+    refiner.rebuild(root, fragments, 0)?;
+    let Refiner {
+        world,
+        nodes,
+        leaves,
+        hull_brushes,
+        ..
+    } = refiner;
+    world.nodes = nodes;
+    world.leaves = leaves;
+    let hull_patches = file_hull_patches(world, hulls);
+    world.hull_leaves.clear();
+    world.hull_leaf_brushes.clear();
+    world.hull_leaf_patches.clear();
+    world.leaf_hull_solid = vec![0; world.leaves.len()];
+    for (record, (brushes, patches)) in hull_brushes.iter().zip(&hull_patches).enumerate() {
+        let (leaf, h) = (record / hulls.len(), record % hulls.len());
+        let contents = brushes
+            .iter()
+            .fold(0, |acc, &b| acc | world.brushes[b as usize].contents);
+        if !brushes.is_empty() {
+            world.leaf_hull_solid[leaf] |= 1 << h;
+        }
+        world.hull_leaves.push(HullLeaf {
+            contents,
+            first_brush: world.hull_leaf_brushes.len() as u32,
+            num_brushes: brushes.len() as u32,
+            first_patch: world.hull_leaf_patches.len() as u32,
+            num_patches: patches.len() as u32,
+        });
+        world.hull_leaf_brushes.extend_from_slice(brushes);
+        world.hull_leaf_patches.extend_from_slice(patches);
+    }
+    Ok(OnionStats {
+        nodes_added: world.nodes.len() - old_nodes,
+        leaves_added: world.leaves.len() - old_leaves,
+    })
+}
+
+impl Refiner<'_> {
+    /// Copies the compiled tree below `child`, carrying the fragments down,
+    /// and refines each of its leaves.
+    fn rebuild(
+        &mut self,
+        child: i32,
+        fragments: Vec<Fragment>,
+        depth: usize,
+    ) -> Result<i32, CompileError> {
+        if depth > MAX_DEPTH {
+            return Err(CompileError::TooDeep(MAX_DEPTH));
+        }
+        if child < 0 {
+            return self.refine_leaf((-1 - child) as usize, fragments, depth);
+        }
+        let node = self.base_nodes[child as usize];
+        let index = self.nodes.len();
+        self.nodes.push(node);
+        let plane = self.world.planes[node.plane as usize];
+        let (canon, flipped) = self.planes.id(plane.normal(), plane.dist);
+        let (mut front, mut back) = self.partition(fragments, canon);
+        if flipped {
+            // The node's front is the canonical plane's back.
+            std::mem::swap(&mut front, &mut back);
+        }
+        let c0 = self.rebuild(node.children[0], front, depth + 1)?;
+        let c1 = self.rebuild(node.children[1], back, depth + 1)?;
+        self.nodes[index].children = [c0, c1];
+        Ok(index as i32)
+    }
+
+    /// Splits the cell of base leaf `leaf` by the fragments' faces until none
+    /// is left to use.
+    fn refine_leaf(
+        &mut self,
+        leaf: usize,
+        fragments: Vec<Fragment>,
+        depth: usize,
+    ) -> Result<i32, CompileError> {
+        if depth > MAX_DEPTH {
+            return Err(CompileError::TooDeep(MAX_DEPTH));
+        }
+        let Some(split) = self.choose_split(&fragments) else {
+            return Ok(self.make_leaf(leaf, &fragments));
+        };
+        let index = self.nodes.len();
+        let plane = self.planes.world_plane(self.world, split);
+        self.nodes.push(world::Node {
+            plane,
+            children: [0, 0],
+            flags: 0,
+        });
+        let (front, back) = self.partition(fragments, split);
+        let c0 = self.refine_leaf(leaf, front, depth + 1)?;
+        let c1 = self.refine_leaf(leaf, back, depth + 1)?;
+        self.nodes[index].children = [c0, c1];
+        Ok(index as i32)
+    }
+
+    fn make_leaf(&mut self, base_leaf: usize, fragments: &[Fragment]) -> i32 {
+        let index = self.leaves.len();
+        self.leaves.push(self.base_leaves[base_leaf]);
+        for h in 0..self.hulls as u32 {
+            let mut brushes: Vec<u32> = fragments
+                .iter()
+                .filter(|f| f.hull == h)
+                .map(|f| f.brush)
+                .collect();
+            brushes.sort_unstable();
+            brushes.dedup();
+            self.hull_brushes.push(brushes);
+        }
+        -1 - index as i32
+    }
+
+    fn choose_split(&self, fragments: &[Fragment]) -> Option<u32> {
+        let mut candidates: Vec<u32> = fragments
+            .iter()
+            .flat_map(|f| f.faces.iter().filter(|x| x.candidate).map(|x| x.canon))
+            .collect();
+        if candidates.is_empty() {
+            return None;
+        }
+        candidates.sort_unstable();
+        candidates.dedup();
+        if candidates.len() > MAX_CANDIDATES {
+            let step = candidates.len() as f64 / MAX_CANDIDATES as f64;
+            candidates = (0..MAX_CANDIDATES)
+                .map(|k| candidates[(k as f64 * step) as usize])
+                .collect();
+        }
+        let mut best: Option<(i64, u32)> = None;
+        for &c in &candidates {
+            let (mut front, mut back, mut splits) = (0i64, 0i64, 0i64);
+            for f in fragments {
+                match self.classify(f, c) {
+                    Class::Front => front += 1,
+                    Class::Back => back += 1,
+                    Class::Split => splits += 1,
+                }
+            }
+            let cost = if self.planes.is_axial(c) {
+                0
+            } else {
+                NON_AXIAL_COST
+            };
+            let score = SPLIT_COST * splits + (front - back).abs() + cost;
+            if best.is_none_or(|(s, _)| score < s) {
+                best = Some((score, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    fn classify(&self, f: &Fragment, canon: u32) -> Class {
+        let (n, d) = self.planes.f64(canon);
+        if let Some(face) = f.faces.iter().find(|x| x.canon == canon) {
+            // The fragment lies behind its own face.
+            return if face.normal.dot(n) > 0.0 {
+                Class::Back
+            } else {
+                Class::Front
+            };
+        }
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for face in &f.faces {
+            for p in &face.winding.points {
+                let t = p.dot(n) - d;
+                lo = lo.min(t);
+                hi = hi.max(t);
+            }
+        }
+        if lo >= -PLANE_SIDE_EPSILON {
+            Class::Front
+        } else if hi <= PLANE_SIDE_EPSILON {
+            Class::Back
+        } else {
+            Class::Split
+        }
+    }
+
+    fn partition(&self, fragments: Vec<Fragment>, canon: u32) -> (Vec<Fragment>, Vec<Fragment>) {
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        for mut f in fragments {
+            let class = self.classify(&f, canon);
+            for face in f.faces.iter_mut() {
+                if face.canon == canon {
+                    face.candidate = false;
+                }
+            }
+            match class {
+                Class::Front => front.push(f),
+                Class::Back => back.push(f),
+                Class::Split => {
+                    let (a, b) = self.split_fragment(&f, canon);
+                    front.extend(a);
+                    back.extend(b);
+                }
+            }
+        }
+        (front, back)
+    }
+
+    /// Cuts a fragment in two, capping each half with a face on the plane.
+    fn split_fragment(&self, f: &Fragment, canon: u32) -> (Option<Fragment>, Option<Fragment>) {
+        let (n, d) = self.planes.f64(canon);
+        let mut front_faces = Vec::with_capacity(f.faces.len() + 1);
+        let mut back_faces = Vec::with_capacity(f.faces.len() + 1);
+        for face in &f.faces {
+            let (a, b) = face.winding.split(n, d, PLANE_SIDE_EPSILON);
+            if !a.is_empty() {
+                front_faces.push(Face {
+                    winding: a,
+                    ..face.clone()
+                });
+            }
+            if !b.is_empty() {
+                back_faces.push(Face {
+                    winding: b,
+                    ..face.clone()
+                });
+            }
+        }
+        let mut cap = Winding::base_for_plane(n, d);
+        for face in &f.faces {
+            if !cap.clip_back(face.normal, face.dist, PLANE_SIDE_EPSILON) {
+                break;
+            }
+        }
+        if cap.is_empty() {
+            // Numerically the plane misses the fragment: keep it on its bulkier side.
+            return if front_faces.len() >= back_faces.len() {
+                (Some(f.clone()), None)
+            } else {
+                (None, Some(f.clone()))
+            };
+        }
+        let mut cap_front = cap.clone();
+        cap_front.points.reverse();
+        front_faces.push(Face {
+            normal: -n,
+            dist: -d,
+            canon,
+            winding: cap_front,
+            candidate: false,
+        });
+        back_faces.push(Face {
+            normal: n,
+            dist: d,
+            canon,
+            winding: cap,
+            candidate: false,
+        });
+        let keep = |faces: Vec<Face>| {
+            (faces.len() >= 4).then_some(Fragment {
+                hull: f.hull,
+                brush: f.brush,
+                faces,
+            })
+        };
+        (keep(front_faces), keep(back_faces))
+    }
+}
+
+/// Per new leaf and hull (leaf-major): the patches whose bounds, grown by the
+/// hull box and [`PATCH_MARGIN`], reach the leaf cell (the box's centre can
+/// only touch a patch from there).
+fn file_hull_patches(world: &WorldData, hulls: &[HullSpec]) -> Vec<Vec<u32>> {
+    let mut lists: Vec<Vec<u32>> = vec![Vec::new(); world.leaves.len() * hulls.len()];
+    let mut stack = Vec::new();
+    for (h, spec) in hulls.iter().enumerate() {
+        let (extents, _) = hull_offsets(spec);
+        let grow = extents + Vec3::splat(PATCH_MARGIN);
+        for (p, patch) in world.patches.iter().enumerate() {
+            let lo = Vec3::from_array(patch.mins) - grow;
+            let hi = Vec3::from_array(patch.maxs) + grow;
+            let centre = (lo + hi) * 0.5;
+            let half = (hi - lo) * 0.5;
+            stack.clear();
+            stack.push(world.root());
+            while let Some(child) = stack.pop() {
+                if child < 0 {
+                    lists[(-1 - child) as usize * hulls.len() + h].push(p as u32);
+                    continue;
+                }
+                let node = world.nodes[child as usize];
+                let plane = &world.planes[node.plane as usize];
+                let dist = plane.distance(centre);
+                let reach = plane.normal().abs().dot(half);
+                if dist + reach >= 0.0 {
+                    stack.push(node.children[0]);
+                }
+                if dist - reach < 0.0 {
+                    stack.push(node.children[1]);
+                }
+            }
+        }
+    }
+    for list in &mut lists {
+        list.sort_unstable();
+    }
+    lists
+}
