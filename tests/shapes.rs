@@ -157,6 +157,50 @@ fn a_convex_box_is_the_box() {
     }
 }
 
+/// The shape walk skips subtrees and brushes by the kernel's contents and
+/// bounds; walking the file's nodes with nothing skipped gives the same bits,
+/// plane-shifted and exact, curves on and off.
+#[test]
+fn kernel_culling_keeps_shape_answers() {
+    let unculled = bspq::world::KernelTree::default();
+    for map in common::MAPS {
+        for curves in [true, false] {
+            let loaded = common::load_world(map, curves);
+            let world = loaded.view();
+            assert!(world.kernel.matches(&world));
+            let plain = bspq::world::World {
+                kernel: &unculled,
+                ..world
+            };
+            let boxes = box_queries(map);
+            let mut scratch = Scratch::new();
+            for kind in KINDS {
+                for exact in [false, true] {
+                    let take = if exact { 300 } else { boxes.len() };
+                    for q in boxes
+                        .iter()
+                        .take(take)
+                        .filter_map(|q| shape_query(kind, q, exact))
+                    {
+                        let a = trace(&world, &q, &mut scratch);
+                        let b = trace(&plain, &q, &mut scratch);
+                        let bits = |r: &TraceResult| {
+                            (
+                                r.fraction.to_bits(),
+                                r.endpos.to_array().map(f32::to_bits),
+                                r.normal.to_array().map(f32::to_bits),
+                                r.dist.to_bits(),
+                                (r.startsolid, r.allsolid, r.contents, r.surface_flags),
+                            )
+                        };
+                        assert_eq!(bits(&a), bits(&b), "{map} {kind} curves {curves}: {q:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Answers do not depend on what the scratch space saw before.
 #[test]
 fn shape_answers_are_deterministic() {

@@ -141,7 +141,7 @@ pub(crate) fn trace_shape(
 
 /// A piece of the move still to walk: `child` between fractions `f1..f2`.
 #[derive(Debug, Clone, Copy)]
-struct Segment {
+pub(crate) struct Segment {
     child: i32,
     f1: f32,
     f2: f32,
@@ -149,23 +149,91 @@ struct Segment {
     p2: Vec3,
 }
 
+/// One node as the walk reads it.
+struct NodeView {
+    normal: Vec3,
+    dist: f32,
+    children: [i32; 2],
+    /// OR of the contents below each child (all ones when unknown).
+    below: [u32; 2],
+    /// Bounds of everything below (infinite when unknown).
+    mins: Vec3,
+    maxs: Vec3,
+}
+
+/// The kernel's packed nodes when the world has them (contents below each
+/// child and bounds, so whole subtrees are skipped), else the file's.
+#[inline(always)]
+fn node_view(world: &World, packed: bool, index: i32) -> NodeView {
+    if packed {
+        let node = &world.kernel.nodes[index as usize];
+        NodeView {
+            normal: Vec3::from_array(node.normal),
+            dist: node.dist,
+            children: node.children,
+            below: node.contents_below,
+            mins: Vec3::from_array(node.mins),
+            maxs: Vec3::from_array(node.maxs),
+        }
+    } else {
+        let node = &world.nodes[index as usize];
+        let plane = &world.planes[node.plane as usize];
+        NodeView {
+            normal: plane.normal(),
+            dist: plane.dist,
+            children: node.children,
+            below: [u32::MAX; 2],
+            mins: Vec3::NEG_INFINITY,
+            maxs: Vec3::INFINITY,
+        }
+    }
+}
+
+/// Whether the box `b` overlaps `lo..=hi`.
+#[inline(always)]
+fn overlaps(b: &[Vec3; 2], lo: Vec3, hi: Vec3) -> bool {
+    b[0].cmple(hi).all() && b[1].cmpge(lo).all()
+}
+
+/// Walks the move through the tree, nearest side first.
+///
+/// Skipping by the kernel's bounds gives the same answers as walking
+/// everything (see `world::kernel`): a brush's axial sides, shifted by the
+/// shape's support along the axis, move out by at most the shape's half-size
+/// on that axis, which the swept bounds already include; a brush the swept
+/// bounds stay a margin away from is rejected by its clip before it writes
+/// anything.
 fn trace_tree<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch) {
-    let mut stack = vec![Segment {
+    let packed = world.kernel.matches(world);
+    if packed {
+        let below = world.kernel.nodes[0].contents_below;
+        if (below[0] | below[1]) & w.mask == 0 {
+            return;
+        }
+    }
+    let mut stack = std::mem::take(&mut scratch.shape_stack);
+    stack.clear();
+    stack.push(Segment {
         child: world.root(),
         f1: 0.0,
         f2: 1.0,
         p1: w.start,
         p2: w.end,
-    }];
+    });
     while let Some(seg) = stack.pop() {
-        walk_segment(world, w, scratch, seg, &mut stack);
+        walk_segment(world, packed, w, scratch, seg, &mut stack);
+        if w.result.allsolid || (w.result.fraction == 0.0 && w.collect.is_none()) {
+            break;
+        }
     }
+    scratch.shape_stack = stack;
 }
 
 /// Descends from `seg.child` along the near side, pushing far sides (as the
 /// box walk does, with the shape's reach along each node normal).
 fn walk_segment<S: Support>(
     world: &World,
+    packed: bool,
     w: &mut ShapeWork<S>,
     scratch: &mut Scratch,
     seg: Segment,
@@ -181,18 +249,27 @@ fn walk_segment<S: Support>(
     if w.result.fraction <= p1f {
         return;
     }
+    let mask = w.mask;
     while child >= 0 {
-        let node = &world.nodes[child as usize];
-        let plane = &world.planes[node.plane as usize];
-        let normal = plane.normal();
-        let t1 = normal.dot(p1) - plane.dist;
-        let t2 = normal.dot(p2) - plane.dist;
+        let node = node_view(world, packed, child);
+        if packed && !overlaps(&w.bounds, node.mins, node.maxs) {
+            return;
+        }
+        let normal = node.normal;
+        let t1 = normal.dot(p1) - node.dist;
+        let t2 = normal.dot(p2) - node.dist;
         let reach = w.shape.reach(normal) + TREE_WALK_SLACK;
         if t1 >= reach && t2 >= reach {
+            if node.below[0] & mask == 0 {
+                return;
+            }
             child = node.children[0];
             continue;
         }
         if t1 < -reach && t2 < -reach {
+            if node.below[1] & mask == 0 {
+                return;
+            }
             child = node.children[1];
             continue;
         }
@@ -205,28 +282,51 @@ fn walk_segment<S: Support>(
         } else {
             (0usize, 1.0, 0.0)
         };
-        let frac2 = frac_far_start.clamp(0.0, 1.0);
-        stack.push(Segment {
-            child: node.children[near ^ 1],
-            f1: p1f + (f2 - p1f) * frac2,
-            f2,
-            p1: p1 + (p2 - p1) * frac2,
-            p2,
-        });
+        if node.below[near ^ 1] & mask != 0 {
+            let frac2 = frac_far_start.clamp(0.0, 1.0);
+            stack.push(Segment {
+                child: node.children[near ^ 1],
+                f1: p1f + (f2 - p1f) * frac2,
+                f2,
+                p1: p1 + (p2 - p1) * frac2,
+                p2,
+            });
+        }
+        if node.below[near] & mask == 0 {
+            return;
+        }
         let frac = frac_near_end.clamp(0.0, 1.0);
         f2 = p1f + (f2 - p1f) * frac;
         p2 = p1 + (p2 - p1) * frac;
         child = node.children[near];
     }
-    trace_leaf(world, w, scratch, &world.leaves[(-1 - child) as usize]);
+    trace_leaf(
+        world,
+        packed,
+        w,
+        scratch,
+        &world.leaves[(-1 - child) as usize],
+    );
 }
 
-fn trace_leaf<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch, leaf: &Leaf) {
+fn trace_leaf<S: Support>(
+    world: &World,
+    packed: bool,
+    w: &mut ShapeWork<S>,
+    scratch: &mut Scratch,
+    leaf: &Leaf,
+) {
     let first = leaf.first_brush as usize;
     for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
         let brush = &world.brushes[b as usize];
         if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
             continue;
+        }
+        if packed {
+            let [lo, hi] = world.kernel.brush_bounds[b as usize];
+            if !overlaps(&w.bounds, Vec3::from_array(lo), Vec3::from_array(hi)) {
+                continue;
+            }
         }
         if let Some(list) = &mut w.collect {
             // Clip alone: does the plane-shifted shape touch it at all?

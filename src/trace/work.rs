@@ -159,6 +159,7 @@ pub struct Scratch {
     patch_stamps: Vec<u32>,
     pub(crate) leaf_stack: Vec<u32>,
     pub(crate) segment_stack: Vec<super::tree::Segment>,
+    pub(crate) shape_stack: Vec<super::sweep::Segment>,
 }
 
 impl Scratch {
