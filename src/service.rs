@@ -191,14 +191,8 @@ impl Service {
     pub fn trace(&self, world: &str, lines: &[QueryLine]) -> Result<BatchAnswer, ServiceError> {
         let version = self.world(world)?;
         self.check_count(lines.len())?;
-        let queries = lines
-            .iter()
-            .enumerate()
-            .map(|(index, line)| {
-                line.request()
-                    .map_err(|error| ServiceError::BadQuery { index, error })
-            })
-            .collect::<Result<Vec<Request>, _>>()?;
+        let queries = crate::query::requests(lines)
+            .map_err(|(index, error)| ServiceError::BadQuery { index, error })?;
         Ok(self.run(&version, &queries))
     }
 

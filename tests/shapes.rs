@@ -375,3 +375,50 @@ fn grpc_swept_shapes_become_query_lines() {
     };
     assert!(bspq::transport::grpc::trace_lines(&empty, 100).is_err());
 }
+
+/// A batch sent with one convex shape (as a gRPC `swept` batch is) builds
+/// its hull once: every query shares it. A different shape gets its own.
+#[test]
+fn a_batch_builds_one_hull_per_shape() {
+    let shape = ShapeLine::Convex {
+        points: vec![
+            [0.0, 0.0, 0.0],
+            [8.0, 0.0, 0.0],
+            [0.0, 8.0, 0.0],
+            [0.0, 0.0, 8.0],
+        ],
+    };
+    let req = pb::TraceRequest {
+        world: "w".into(),
+        starts: vec![0.0; 3 * 50],
+        ends: vec![1.0; 3 * 50],
+        swept: Some(bspq::transport::grpc::swept_message(&shape)),
+        ..Default::default()
+    };
+    let mut lines = bspq::transport::grpc::trace_lines(&req, 100).expect("valid batch");
+    let mut other = lines[0].clone();
+    other.shape = Some(ShapeLine::Convex {
+        points: vec![[0.0, 0.0, 0.0], [-0.0, 8.0, 0.0], [0.0, 0.0, 8.0]],
+    });
+    lines.push(other);
+    let requests = bspq::query::requests(&lines).expect("valid");
+    let hulls: Vec<Arc<ConvexHull>> = requests
+        .iter()
+        .map(|r| match r {
+            bspq::query::Request::Query(Query::Trace(TraceQuery {
+                shape: Some(Shape::Convex(h)),
+                ..
+            })) => h.clone(),
+            other => panic!("not a convex trace: {other:?}"),
+        })
+        .collect();
+    assert!(hulls[1..50].iter().all(|h| Arc::ptr_eq(h, &hulls[0])));
+    assert!(!Arc::ptr_eq(&hulls[50], &hulls[0]));
+    // Shared or not, the hull is the one each line describes on its own.
+    for (line, hull) in lines.iter().zip(&hulls) {
+        let Ok(Query::Trace(q)) = line.validate() else {
+            panic!("invalid line");
+        };
+        assert_eq!(q.shape, Some(Shape::Convex(hull.clone())));
+    }
+}

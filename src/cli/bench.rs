@@ -594,7 +594,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "cores": cores,
             "shapes": (!shape_rows.is_empty()).then(|| shape_rows
                 .iter()
-                .map(|r| (r.kind.to_string(), r.json()))
+                .map(|r| (r.kind.clone(), r.json()))
                 .collect::<serde_json::Map<_, _>>()),
             "walk": counters.as_ref().map(|c| c
                 .iter()

@@ -7,7 +7,7 @@
 //! once per shape kind. Boxes and rays never come here: their path stays
 //! specialised.
 
-use super::shape::{Capsule, Cylinder, Points, Shape, Sphere, Support};
+use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
 use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
@@ -83,13 +83,7 @@ pub(crate) fn with_support<R>(
             Cylinder::new(*radius, *half_height),
             collect,
         )),
-        Shape::Convex(hull) => f(&mut ShapeWork::new(
-            q,
-            centre,
-            half,
-            Points(&hull.points),
-            collect,
-        )),
+        Shape::Convex(hull) => f(&mut ShapeWork::new(q, centre, half, Hull(hull), collect)),
     }
 }
 

@@ -6,9 +6,12 @@
 use super::parry::{Baseline, ParryQuery};
 use super::{measure, qps, ratio, Measured};
 use bspq::accuracy::{shape_query, KINDS};
-use bspq::trace::{trace, Scratch, TraceQuery};
+use bspq::math::Vec3;
+use bspq::trace::{trace, ConvexHull, Scratch, Shape, TraceQuery};
 use bspq::world::World;
+use std::collections::HashMap;
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Target of the issue, single thread: plane-shifted sphere and capsule
@@ -20,7 +23,7 @@ const TARGET_KINDS: [&str; 2] = ["sphere", "capsule"];
 
 /// One shape kind's timings.
 pub struct ShapeRow {
-    pub kind: &'static str,
+    pub kind: String,
     pub queries: usize,
     pub shifted: Measured,
     /// Exact mode, on the first `exact_queries` of them.
@@ -31,7 +34,9 @@ pub struct ShapeRow {
 
 impl ShapeRow {
     pub fn target(&self) -> Option<f64> {
-        TARGET_KINDS.contains(&self.kind).then_some(SHAPE_TARGET)
+        TARGET_KINDS
+            .contains(&self.kind.as_str())
+            .then_some(SHAPE_TARGET)
     }
 
     /// Plane-shifted over parry3d, wall clock.
@@ -99,6 +104,38 @@ fn trace_all(world: &World, queries: &[TraceQuery], scratch: &mut Scratch) {
     }
 }
 
+/// Vertices of the many-vertex hull rows: points spread over the ellipsoid
+/// inside each box (a Fibonacci lattice), so the support is found by
+/// climbing the hull's edges rather than by scanning.
+const HULL_POINTS: usize = 48;
+
+/// The box query as a convex hull of [`HULL_POINTS`] points inside the box,
+/// one hull per box size (a caller keeps its shapes); `scanned` drops the
+/// edges, so the support scans every vertex.
+fn hull_query(
+    q: &TraceQuery,
+    scanned: bool,
+    hulls: &mut HashMap<[u32; 6], Arc<ConvexHull>>,
+) -> TraceQuery {
+    let (lo, hi) = (q.mins.to_array(), q.maxs.to_array());
+    let key = [lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]].map(f32::to_bits);
+    let hull = hulls.entry(key).or_insert_with(|| {
+        let (centre, half) = ((q.mins + q.maxs) * 0.5, (q.maxs - q.mins) * 0.5);
+        let golden = std::f32::consts::PI * (3.0 - 5f32.sqrt());
+        let points: Vec<Vec3> = (0..HULL_POINTS)
+            .map(|i| {
+                let z = 1.0 - 2.0 * (i as f32 + 0.5) / HULL_POINTS as f32;
+                let r = (1.0 - z * z).sqrt();
+                let a = golden * i as f32;
+                centre + Vec3::new(r * a.cos(), r * a.sin(), z) * half
+            })
+            .collect();
+        let hull = ConvexHull::new(&points);
+        Arc::new(if scanned { hull.scanned() } else { hull })
+    });
+    TraceQuery::shaped(q.start, q.end, Shape::Convex(hull.clone()), q.mask)
+}
+
 /// Times every shape kind on the box queries `boxes`.
 pub fn run(
     world: &World,
@@ -110,18 +147,30 @@ pub fn run(
 ) -> Vec<ShapeRow> {
     let mut scratch = Scratch::new();
     let mut rows = Vec::new();
-    for kind in KINDS {
+    let mut hulls = HashMap::new();
+    let hull_kinds = [("hull48", false), ("hull48-scan", true)];
+    let kinds = KINDS
+        .iter()
+        .map(|k| (k.to_string(), None))
+        .chain(hull_kinds.map(|(k, scanned)| (k.to_string(), Some(scanned))));
+    for (kind, hull) in kinds {
         let shifted: Vec<TraceQuery> = boxes
             .iter()
-            .filter_map(|q| shape_query(kind, q, false))
+            .filter_map(|q| match hull {
+                None => shape_query(&kind, q, false),
+                Some(scanned) => Some(hull_query(q, scanned, &mut hulls)),
+            })
             .collect();
         if shifted.is_empty() {
             continue;
         }
-        let exact: Vec<TraceQuery> = boxes
+        let exact: Vec<TraceQuery> = shifted
             .iter()
-            .filter_map(|q| shape_query(kind, q, true))
             .take(exact_limit)
+            .map(|q| TraceQuery {
+                exact: true,
+                ..q.clone()
+            })
             .collect();
         let shifted_stats = measure(shifted.len(), runs, min_run, || {
             trace_all(world, &shifted, &mut scratch)
