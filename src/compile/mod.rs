@@ -1,6 +1,7 @@
 //! From world sources to the compiled [`World`]: brushes and patch collision
 //! geometry in, a solid-leaf BSP over them out.
 
+pub mod bevels;
 mod brushes;
 pub mod patch;
 mod tree;
@@ -21,6 +22,8 @@ pub struct CompileOptions {
     /// Box sizes to register as onion hulls (recorded in the world; hull
     /// compilation comes with the onion-BSP work).
     pub hulls: Vec<crate::world::HullSpec>,
+    /// Extra planes for shape sweeps only (boxes and rays never read them).
+    pub shape_bevels: bevels::BevelOptions,
 }
 
 impl Default for CompileOptions {
@@ -28,6 +31,7 @@ impl Default for CompileOptions {
         Self {
             curves: true,
             hulls: Vec::new(),
+            shape_bevels: bevels::BevelOptions::default(),
         }
     }
 }
@@ -77,5 +81,9 @@ pub fn compile_q3(
         compile_seconds: started.elapsed().as_secs_f64(),
         bevels_added: bevels_added + stats.bevels_added,
     };
+    let (ranges, shape_bevels, _) = bevels::build(&world.view(), &options.shape_bevels);
+    world.shape_bevel_ranges = ranges;
+    world.shape_bevels = shape_bevels;
+    world.info.compile_seconds = started.elapsed().as_secs_f64();
     Ok(world)
 }

@@ -325,7 +325,7 @@ fn trace_leaf<S: Support>(
         if let Some(list) = &mut w.collect {
             // Clip alone: does the plane-shifted shape touch it at all?
             let mut alone = ShapeClip::new(w.start, w.end);
-            clip_brush(world, brush, &w.shape, &mut alone);
+            clip_brush(world, b as usize, &w.shape, &mut alone);
             if alone.result.fraction < 1.0 || alone.result.startsolid {
                 list.push(b);
             }
@@ -336,7 +336,7 @@ fn trace_leaf<S: Support>(
             end: w.end,
             result: w.result,
         };
-        clip_brush(world, brush, &w.shape, &mut clip);
+        clip_brush(world, b as usize, &w.shape, &mut clip);
         w.result = clip.result;
         if w.result.allsolid || w.result.fraction == 0.0 {
             return;
@@ -372,26 +372,47 @@ impl ShapeClip {
     }
 }
 
-/// Clips the shape's centre against `brush` with every side pushed out by
-/// the shape's support, with the reference's epsilon rules (see
-/// [`super::brush::trace_through_brush`], which this mirrors).
-pub(crate) fn clip_brush<S: Support>(world: &World, brush: &Brush, shape: &S, w: &mut ShapeClip) {
+/// The planes a shape sweep clips against for brush `b`: its sides, then its
+/// shape bevels (if the world has them), as `(normal, dist, surface flags)`.
+#[inline(always)]
+fn shape_planes<'w>(
+    world: &World<'w>,
+    b: usize,
+    brush: &'w Brush,
+) -> impl Iterator<Item = (Vec3, f32, u32)> + use<'w> {
+    let planes = world.planes;
+    let first = brush.first_side as usize;
+    world.brush_sides[first..first + brush.num_sides as usize]
+        .iter()
+        .map(move |side| {
+            let plane = &planes[side.plane as usize];
+            (plane.normal(), plane.dist, side.surface_flags)
+        })
+        .chain(world.shape_bevels_of(b).iter().map(|bevel| {
+            (
+                Vec3::from_array(bevel.normal),
+                bevel.dist,
+                bevel.surface_flags,
+            )
+        }))
+}
+
+/// Clips the shape's centre against brush `b` with every side (and shape
+/// bevel) pushed out by the shape's support, with the reference's epsilon
+/// rules (see [`super::brush::trace_through_brush`], which this mirrors).
+/// Sides come before bevels, so on a tie the side is reported.
+pub(crate) fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, w: &mut ShapeClip) {
+    let brush = &world.brushes[b];
     if brush.num_sides == 0 {
         return;
     }
     let mut enter_frac: f32 = -1.0;
     let mut leave_frac: f32 = 1.0;
-    let mut clip: Option<usize> = None;
+    let mut clip: Option<(Vec3, f32, u32)> = None;
     let mut starts_out = false;
     let mut gets_out = false;
-    let first = brush.first_side as usize;
-    for (k, side) in world.brush_sides[first..first + brush.num_sides as usize]
-        .iter()
-        .enumerate()
-    {
-        let plane = &world.planes[side.plane as usize];
-        let normal = plane.normal();
-        let dist = plane.dist + shape.shift(normal);
+    for (normal, plane_dist, flags) in shape_planes(world, b, brush) {
+        let dist = plane_dist + shape.shift(normal);
         let d1 = w.start.dot(normal) - dist;
         let d2 = w.end.dot(normal) - dist;
         if d2 > 0.0 {
@@ -411,7 +432,7 @@ pub(crate) fn clip_brush<S: Support>(world: &World, brush: &Brush, shape: &S, w:
             let f = (((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32).max(0.0);
             if f > enter_frac {
                 enter_frac = f;
-                clip = Some(first + k);
+                clip = Some((normal, plane_dist, flags));
             }
         } else {
             let f = (((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32).min(1.0);
@@ -430,36 +451,23 @@ pub(crate) fn clip_brush<S: Support>(world: &World, brush: &Brush, shape: &S, w:
         return;
     }
     if enter_frac < leave_frac && enter_frac > -1.0 && enter_frac < w.result.fraction {
-        if let Some(side_index) = clip {
-            let side = &world.brush_sides[side_index];
-            let plane = &world.planes[side.plane as usize];
+        if let Some((normal, dist, flags)) = clip {
             w.result.fraction = enter_frac.max(0.0);
-            w.result.normal = plane.normal();
-            w.result.dist = plane.dist;
-            w.result.surface_flags = side.surface_flags;
+            w.result.normal = normal;
+            w.result.dist = dist;
+            w.result.surface_flags = flags;
             w.result.contents = brush.contents;
         }
     }
 }
 
-/// Whether the shape at `at` overlaps `brush` after plane shifting (closed).
-pub(crate) fn shape_in_brush<S: Support>(
-    world: &World,
-    brush: &Brush,
-    shape: &S,
-    at: Vec3,
-) -> bool {
-    if brush.num_sides == 0 {
+/// Whether the shape at `at` overlaps brush `b` after plane shifting (closed).
+pub(crate) fn shape_in_brush<S: Support>(world: &World, b: usize, shape: &S, at: Vec3) -> bool {
+    if world.brushes[b].num_sides == 0 {
         return false;
     }
-    let first = brush.first_side as usize;
-    world.brush_sides[first..first + brush.num_sides as usize]
-        .iter()
-        .all(|side| {
-            let plane = &world.planes[side.plane as usize];
-            let normal = plane.normal();
-            at.dot(normal) - (plane.dist + shape.shift(normal)) <= 0.0
-        })
+    shape_planes(world, b, &world.brushes[b])
+        .all(|(normal, dist, _)| at.dot(normal) - (dist + shape.shift(normal)) <= 0.0)
 }
 
 /// `a · b` summed left to right in f32, as the reference does for patch planes.
@@ -610,7 +618,7 @@ fn position_test<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut 
             if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
                 continue;
             }
-            if shape_in_brush(world, brush, &w.shape, w.start) {
+            if shape_in_brush(world, b as usize, &w.shape, w.start) {
                 if let Some(list) = &mut w.collect {
                     list.push(b);
                     continue;

@@ -1,12 +1,14 @@
 //! The immutable compiled world: flat arrays of plain records, indices between
 //! them validated once, read by the kernel without further checks.
 
+pub mod bevels;
 pub mod format;
 pub mod kernel;
 pub mod load;
 pub mod validate;
 
 use crate::math::{Plane as MathPlane, Vec3};
+pub use bevels::{BevelRange, ShapeBevel};
 use bytemuck::{Pod, Zeroable};
 pub use kernel::{KernelNode, KernelTree};
 
@@ -192,6 +194,10 @@ pub struct WorldData {
     /// Derived when the world is loaded ([`kernel::build`]); empty until then
     /// (the kernel then walks `nodes` and `planes` directly).
     pub kernel: KernelTree,
+    /// Extra planes per brush that only shape sweeps read ([`bevels`]);
+    /// both empty when the world has none.
+    pub shape_bevel_ranges: Vec<BevelRange>,
+    pub shape_bevels: Vec<ShapeBevel>,
 }
 
 impl WorldData {
@@ -213,6 +219,8 @@ impl WorldData {
             mins: self.mins,
             maxs: self.maxs,
             kernel: &self.kernel,
+            shape_bevel_ranges: &self.shape_bevel_ranges,
+            shape_bevels: &self.shape_bevels,
         }
     }
 
@@ -243,9 +251,21 @@ pub struct World<'a> {
     /// The kernel's derived tree, or an empty one: the kernel then reads
     /// `nodes` and `planes` (the reference walk).
     pub kernel: &'a KernelTree,
+    /// Per brush, its range in `shape_bevels` (empty: no shape bevels).
+    pub shape_bevel_ranges: &'a [BevelRange],
+    pub shape_bevels: &'a [ShapeBevel],
 }
 
-impl World<'_> {
+impl<'a> World<'a> {
+    /// The shape bevels of brush `b` (none when the world has no such section).
+    #[inline(always)]
+    pub fn shape_bevels_of(&self, b: usize) -> &'a [ShapeBevel] {
+        match self.shape_bevel_ranges.get(b) {
+            Some(r) => &self.shape_bevels[r.first as usize..][..r.count as usize],
+            None => &[],
+        }
+    }
+
     /// This world without its kernel nodes: traces take the reference walk.
     pub fn reference(&self) -> Self {
         World {
