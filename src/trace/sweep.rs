@@ -323,10 +323,8 @@ fn trace_leaf<S: Support>(
             }
         }
         if let Some(list) = &mut w.collect {
-            // Clip alone: does the plane-shifted shape touch it at all?
-            let mut alone = ShapeClip::new(w.start, w.end);
-            clip_brush(world, b as usize, &w.shape, &mut alone);
-            if alone.result.fraction < 1.0 || alone.result.startsolid {
+            // Does the plane-shifted shape come near it at all?
+            if touches_brush(world, b as usize, &w.shape, w.start, w.end) {
                 list.push(b);
             }
             continue;
@@ -360,16 +358,6 @@ pub(crate) struct ShapeClip {
     pub start: Vec3,
     pub end: Vec3,
     pub result: TraceResult,
-}
-
-impl ShapeClip {
-    pub fn new(start: Vec3, end: Vec3) -> Self {
-        Self {
-            start,
-            end,
-            result: TraceResult::default(),
-        }
-    }
 }
 
 /// The planes a shape sweep clips against for brush `b`: its sides, then its
@@ -459,6 +447,41 @@ pub(crate) fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, w: &mut
             w.result.contents = brush.contents;
         }
     }
+}
+
+/// How far out (units) the candidate test grows the shifted brush: more than
+/// the distance at which the exact sweep counts a contact.
+const CANDIDATE_MARGIN: f32 = 0.1;
+
+/// Whether the segment `start..end` meets brush `b` with every plane pushed
+/// out by the shape's support plus [`CANDIDATE_MARGIN`]: plain geometry,
+/// without the clip's 1/8-unit rules (which let a box or a shifted shape
+/// through a corner it overlaps by less than 1/8 unit while moving out of
+/// it, where the exact shape does touch). The shifted planes bound the
+/// exact swept shape, so the exact sweep touches no brush this rejects.
+fn touches_brush<S: Support>(world: &World, b: usize, shape: &S, start: Vec3, end: Vec3) -> bool {
+    let brush = &world.brushes[b];
+    if brush.num_sides == 0 {
+        return false;
+    }
+    let (mut enter, mut leave) = (0.0f32, 1.0f32);
+    for (normal, dist, _) in shape_planes(world, b, brush) {
+        let dist = dist + shape.shift(normal) + CANDIDATE_MARGIN;
+        let d1 = start.dot(normal) - dist;
+        let d2 = end.dot(normal) - dist;
+        if d1 > 0.0 && d2 > 0.0 {
+            return false;
+        }
+        if d1 > 0.0 {
+            enter = enter.max(d1 / (d1 - d2));
+        } else if d2 > 0.0 {
+            leave = leave.min(d1 / (d1 - d2));
+        }
+        if enter > leave {
+            return false;
+        }
+    }
+    true
 }
 
 /// Whether the shape at `at` overlaps brush `b` after plane shifting (closed).
