@@ -81,19 +81,26 @@ fn shifted_rate(world: &World, queries: &[TraceQuery], scratch: &mut Scratch) ->
     done as f64 / timer.elapsed().as_secs_f64().max(1e-9)
 }
 
+/// One bevel setting's planes, built once for every shape kind.
+struct Variant {
+    name: String,
+    ranges: Vec<BevelRange>,
+    bevels: Vec<ShapeBevel>,
+    counts: BevelCounts,
+}
+
 /// Plane-shifted error against the reference with each bevel setting.
 fn bevel_table(out: &mut impl Write, world: &World, boxes: &[TraceQuery]) -> anyhow::Result<()> {
-    let variants: Vec<(
-        String,
-        BevelOptions,
-        Vec<BevelRange>,
-        Vec<ShapeBevel>,
-        BevelCounts,
-    )> = bevel_variants()
+    let variants: Vec<Variant> = bevel_variants()
         .into_iter()
         .map(|(name, options)| {
             let (ranges, bevels, counts) = bevels::build(world, &options);
-            (name, options, ranges, bevels, counts)
+            Variant {
+                name,
+                ranges,
+                bevels,
+                counts,
+            }
         })
         .collect();
     writeln!(
@@ -127,7 +134,13 @@ fn bevel_table(out: &mut impl Write, world: &World, boxes: &[TraceQuery]) -> any
             .iter()
             .filter_map(|q| Some(reference_trace(world, q, q.shape.as_ref()?)))
             .collect();
-        for (name, _, ranges, bevels, counts) in &variants {
+        for Variant {
+            name,
+            ranges,
+            bevels,
+            counts,
+        } in &variants
+        {
             let variant = World {
                 shape_bevel_ranges: ranges,
                 shape_bevels: bevels,

@@ -156,12 +156,13 @@ impl AlignedBytes {
 /// Where a loaded world's arrays live.
 enum Storage {
     /// Compiled just now from a source.
-    Built(WorldData),
+    Built(Box<WorldData>),
     /// A compiled world file, copied or mapped.
     File {
         bytes: FileBytes,
         layout: Layout,
-        meta: FileMeta,
+        // Boxed, as the built world is, to keep the two variants small.
+        meta: Box<FileMeta>,
         kernel: KernelTree,
     },
 }
@@ -252,7 +253,7 @@ impl LoadedWorld {
         validate(&data.view())?;
         data.kernel = kernel::build(&data.view());
         Ok(Self {
-            storage: Storage::Built(data),
+            storage: Storage::Built(Box::new(data)),
         })
     }
 
@@ -267,7 +268,7 @@ impl LoadedWorld {
             storage: Storage::File {
                 bytes,
                 layout,
-                meta,
+                meta: Box::new(meta),
                 kernel,
             },
         })
