@@ -140,6 +140,12 @@ impl QueryLine {
     /// Checks the line and turns it into the query it describes (how to
     /// answer it, `any`, is read by [`QueryLine::request`]).
     pub fn validate(&self) -> Result<Query, QueryError> {
+        self.validate_with(&mut LastShape::default())
+    }
+
+    /// [`QueryLine::validate`], reusing `last`'s shape when this line's is
+    /// the same (see [`requests`]).
+    fn validate_with(&self, last: &mut LastShape) -> Result<Query, QueryError> {
         if let Some(p) = self.point {
             if self.start.is_some()
                 || self.end.is_some()
@@ -179,7 +185,7 @@ impl QueryLine {
             if self.mins.is_some() || self.maxs.is_some() {
                 return Err(QueryError::ShapeWithBox);
             }
-            let mut q = TraceQuery::shaped(start, end, line.validate()?, mask);
+            let mut q = TraceQuery::shaped(start, end, last.validate(line)?, mask);
             q.exact = exact;
             return Ok(Query::Trace(q));
         }
@@ -191,7 +197,11 @@ impl QueryLine {
     /// (`"any":true`) only whether the trace hits anything.
     /// Hull lines need the world: this rejects them (see [`Self::request_in`]).
     pub fn request(&self) -> Result<Request, QueryError> {
-        Ok(match (self.validate()?, self.any) {
+        self.request_with(&mut LastShape::default())
+    }
+
+    fn request_with(&self, last: &mut LastShape) -> Result<Request, QueryError> {
+        Ok(match (self.validate_with(last)?, self.any) {
             (Query::Trace(q), Some(true)) => Request::AnyHit(q),
             (q, _) => Request::Query(q),
         })
@@ -225,6 +235,96 @@ impl QueryLine {
             any: self.any == Some(true),
         })
     }
+}
+
+/// The last shape a batch validated: a line with the same shape line shares
+/// it (for a convex shape, the hull is built once, not once per query).
+#[derive(Default)]
+struct LastShape(Option<(ShapeLine, Shape)>);
+
+impl LastShape {
+    fn validate(&mut self, line: &ShapeLine) -> Result<Shape, QueryError> {
+        if let Some((seen, shape)) = &self.0 {
+            if same_bits(seen, line) {
+                return Ok(shape.clone());
+            }
+        }
+        let shape = line.validate()?;
+        self.0 = Some((line.clone(), shape.clone()));
+        Ok(shape)
+    }
+}
+
+/// Whether two shape lines are the same to the bit (so that sharing a shape
+/// never changes an answer, not even the sign of a zero).
+fn same_bits(a: &ShapeLine, b: &ShapeLine) -> bool {
+    let eq = |x: &f64, y: &f64| x.to_bits() == y.to_bits();
+    match (a, b) {
+        (ShapeLine::Sphere { radius: r1 }, ShapeLine::Sphere { radius: r2 }) => eq(r1, r2),
+        (
+            ShapeLine::Capsule {
+                radius: r1,
+                half_height: h1,
+            },
+            ShapeLine::Capsule {
+                radius: r2,
+                half_height: h2,
+            },
+        )
+        | (
+            ShapeLine::Cylinder {
+                radius: r1,
+                half_height: h1,
+            },
+            ShapeLine::Cylinder {
+                radius: r2,
+                half_height: h2,
+            },
+        ) => eq(r1, r2) && eq(h1, h2),
+        (ShapeLine::Convex { points: p1 }, ShapeLine::Convex { points: p2 }) => {
+            p1.len() == p2.len()
+                && p1
+                    .iter()
+                    .flatten()
+                    .zip(p2.iter().flatten())
+                    .all(|(x, y)| eq(x, y))
+        }
+        _ => false,
+    }
+}
+
+/// Checks a batch of lines (see [`QueryLine::request`]); runs of lines with
+/// the same shape share one validated shape, so a batch sent with one convex
+/// shape (a gRPC `TraceRequest.swept`) builds its hull once. On error, the
+/// index of the first bad line.
+pub fn requests(lines: &[QueryLine]) -> Result<Vec<Request>, (usize, QueryError)> {
+    let mut last = LastShape::default();
+    lines
+        .iter()
+        .enumerate()
+        .map(|(index, line)| line.request_with(&mut last).map_err(|e| (index, e)))
+        .collect()
+}
+
+/// [`requests`] for one world, which also resolves `"hull"` names
+/// ([`QueryLine::request_in`]).
+pub fn requests_in(
+    lines: &[QueryLine],
+    world: &crate::world::World,
+) -> Result<Vec<Request>, (usize, QueryError)> {
+    let mut last = LastShape::default();
+    lines
+        .iter()
+        .enumerate()
+        .map(|(index, line)| {
+            if line.hull.is_some() {
+                line.request_in(world)
+            } else {
+                line.request_with(&mut last)
+            }
+            .map_err(|e| (index, e))
+        })
+        .collect()
 }
 
 /// A size: finite, within [`MAX_SHAPE_SIZE`], positive or (`zero_ok`) zero.

@@ -2,9 +2,9 @@
 //! batches, describing worlds, and the one table that maps every error to an
 //! HTTP status and a gRPC code. Transports convert wire types and call this.
 
+use crate::math::Vec3;
 use crate::query::{answer_all, Answer, Query, QueryError, QueryLine, Request};
 use crate::registry::{valid_world_name, Registry, WorldVersion};
-use crate::math::Vec3;
 use crate::trace::{
     any_hit, run_batch, trace, BatchOptions, BatchResults, TraceQuery, TraceResult,
 };
@@ -345,14 +345,8 @@ impl Service {
         let version = self.world(world)?;
         self.check_count(lines.len())?;
         let world_view = version.world.view();
-        let queries = lines
-            .iter()
-            .enumerate()
-            .map(|(index, line)| {
-                line.request_in(&world_view)
-                    .map_err(|error| ServiceError::BadQuery { index, error })
-            })
-            .collect::<Result<Vec<Request>, _>>()?;
+        let queries = crate::query::requests_in(lines, &world_view)
+            .map_err(|(index, error)| ServiceError::BadQuery { index, error })?;
         Ok(self.run(&version, &queries))
     }
 

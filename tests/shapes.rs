@@ -157,6 +157,50 @@ fn a_convex_box_is_the_box() {
     }
 }
 
+/// The shape walk skips subtrees and brushes by the kernel's contents and
+/// bounds; walking the file's nodes with nothing skipped gives the same bits,
+/// plane-shifted and exact, curves on and off.
+#[test]
+fn kernel_culling_keeps_shape_answers() {
+    let unculled = bspq::world::KernelTree::default();
+    for map in common::MAPS {
+        for curves in [true, false] {
+            let loaded = common::load_world(map, curves);
+            let world = loaded.view();
+            assert!(world.kernel.matches(&world));
+            let plain = bspq::world::World {
+                kernel: &unculled,
+                ..world
+            };
+            let boxes = box_queries(map);
+            let mut scratch = Scratch::new();
+            for kind in KINDS {
+                for exact in [false, true] {
+                    let take = if exact { 300 } else { boxes.len() };
+                    for q in boxes
+                        .iter()
+                        .take(take)
+                        .filter_map(|q| shape_query(kind, q, exact))
+                    {
+                        let a = trace(&world, &q, &mut scratch);
+                        let b = trace(&plain, &q, &mut scratch);
+                        let bits = |r: &TraceResult| {
+                            (
+                                r.fraction.to_bits(),
+                                r.endpos.to_array().map(f32::to_bits),
+                                r.normal.to_array().map(f32::to_bits),
+                                r.dist.to_bits(),
+                                (r.startsolid, r.allsolid, r.contents, r.surface_flags),
+                            )
+                        };
+                        assert_eq!(bits(&a), bits(&b), "{map} {kind} curves {curves}: {q:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Answers do not depend on what the scratch space saw before.
 #[test]
 fn shape_answers_are_deterministic() {
@@ -330,4 +374,192 @@ fn grpc_swept_shapes_become_query_lines() {
         ..Default::default()
     };
     assert!(bspq::transport::grpc::trace_lines(&empty, 100).is_err());
+}
+
+/// A batch sent with one convex shape (as a gRPC `swept` batch is) builds
+/// its hull once: every query shares it. A different shape gets its own.
+#[test]
+fn a_batch_builds_one_hull_per_shape() {
+    let shape = ShapeLine::Convex {
+        points: vec![
+            [0.0, 0.0, 0.0],
+            [8.0, 0.0, 0.0],
+            [0.0, 8.0, 0.0],
+            [0.0, 0.0, 8.0],
+        ],
+    };
+    let req = pb::TraceRequest {
+        world: "w".into(),
+        starts: vec![0.0; 3 * 50],
+        ends: vec![1.0; 3 * 50],
+        swept: Some(bspq::transport::grpc::swept_message(&shape)),
+        ..Default::default()
+    };
+    let mut lines = bspq::transport::grpc::trace_lines(&req, 100).expect("valid batch");
+    let mut other = lines[0].clone();
+    other.shape = Some(ShapeLine::Convex {
+        points: vec![[0.0, 0.0, 0.0], [-0.0, 8.0, 0.0], [0.0, 0.0, 8.0]],
+    });
+    lines.push(other);
+    let requests = bspq::query::requests(&lines).expect("valid");
+    let hulls: Vec<Arc<ConvexHull>> = requests
+        .iter()
+        .map(|r| match r {
+            bspq::query::Request::Query(Query::Trace(TraceQuery {
+                shape: Some(Shape::Convex(h)),
+                ..
+            })) => h.clone(),
+            other => panic!("not a convex trace: {other:?}"),
+        })
+        .collect();
+    assert!(hulls[1..50].iter().all(|h| Arc::ptr_eq(h, &hulls[0])));
+    assert!(!Arc::ptr_eq(&hulls[50], &hulls[0]));
+    // Shared or not, the hull is the one each line describes on its own.
+    for (line, hull) in lines.iter().zip(&hulls) {
+        let Ok(Query::Trace(q)) = line.validate() else {
+            panic!("invalid line");
+        };
+        assert_eq!(q.shape, Some(Shape::Convex(hull.clone())));
+    }
+}
+
+/// Shape bevels are for shapes only: with or without them, every oracle ray
+/// and box query gets the same bits (they match Quake 3, which has no such
+/// planes), curves on and off.
+#[test]
+fn shape_bevels_change_no_ray_or_box_answer() {
+    for map in common::MAPS {
+        for curves in [true, false] {
+            let loaded = common::load_world(map, curves);
+            let world = loaded.view();
+            assert!(!world.shape_bevels.is_empty(), "{map}: default bevels");
+            let bare = bspq::world::World {
+                shape_bevel_ranges: &[],
+                shape_bevels: &[],
+                ..world
+            };
+            let mut scratch = Scratch::new();
+            for set in ["rays", "boxes"] {
+                for line in &common::load_set(map, set, curves).queries {
+                    let Query::Trace(q) = common::parse_query(line) else {
+                        continue;
+                    };
+                    let a = trace(&world, &q, &mut scratch);
+                    let b = trace(&bare, &q, &mut scratch);
+                    assert_eq!(format!("{a:?}"), format!("{b:?}"), "{map} {set}: {q:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Every bevel supports its brush: no corner of the brush lies outside it,
+/// and some corner lies on it (the solid is unchanged).
+#[test]
+fn shape_bevels_touch_but_never_cut_their_brush() {
+    for map in common::MAPS {
+        let loaded = common::load_world(map, false);
+        let world = loaded.view();
+        for (b, brush) in world.brushes.iter().enumerate() {
+            let corners = bspq::trace::exact::brush_vertices(&world, brush);
+            for bevel in world.shape_bevels_of(b) {
+                let n = Vec3::from_array(bevel.normal).as_dvec3();
+                let top = corners
+                    .iter()
+                    .map(|c| c.dot(n))
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let d = bevel.dist as f64;
+                assert!(
+                    top <= d + 1e-3 && top >= d - 0.05,
+                    "{map} brush {b}: bevel {bevel:?}, corners reach {top}"
+                );
+            }
+        }
+    }
+}
+
+/// Bevels make plane shifting closer to the exact sweep: the mean and p99
+/// error with the default bevels are below those without, for every rounded
+/// kind, and exact mode stays exact either way.
+#[test]
+fn shape_bevels_reduce_plane_shifting_error() {
+    let loaded = common::load_world("q3dm6ish", false);
+    let world = loaded.view();
+    let bare = bspq::world::World {
+        shape_bevel_ranges: &[],
+        shape_bevels: &[],
+        ..world
+    };
+    let boxes = box_queries("q3dm6ish");
+    for kind in ["sphere", "capsule", "cylinder"] {
+        let queries: Vec<TraceQuery> = boxes
+            .iter()
+            .filter_map(|q| shape_query(kind, q, false))
+            .collect();
+        let with = ErrorStats::from_pairs(&compare(&world, &queries));
+        let without = ErrorStats::from_pairs(&compare(&bare, &queries));
+        assert!(with.mean < without.mean, "{kind}: {with:?} vs {without:?}");
+        assert!(with.p99 <= without.p99, "{kind}: {with:?} vs {without:?}");
+        assert!(with.false_hits <= without.false_hits, "{kind}");
+    }
+}
+
+/// A world file without the bevel sections loads and answers shapes as a
+/// world compiled without bevels; bevel sections that do not fit the world
+/// are typed errors, not panics.
+#[test]
+fn worlds_without_bevel_sections_load_and_bad_ones_are_rejected() {
+    use bspq::compile::bevels::BevelOptions;
+    use bspq::compile::CompileOptions;
+    use bspq::world::format;
+    use bspq::world::load::{compile_source, LoadedWorld};
+    let source = std::fs::read(common::map_path("q3dm6ish")).expect("map");
+    let compile = |shape_bevels| {
+        compile_source(
+            &source,
+            "q3dm6ish",
+            &CompileOptions {
+                curves: false,
+                shape_bevels,
+                ..Default::default()
+            },
+        )
+        .expect("compiles")
+    };
+    let bare = compile(BevelOptions::none());
+    let bare_file = format::write(&bare);
+    let layout = format::parse_layout(&bare_file, true).expect("layout");
+    assert_eq!(layout.sections.len(), format::ALL_SECTIONS.len());
+    let loaded = LoadedWorld::from_compiled_bytes(&bare_file).expect("loads");
+    assert!(loaded.view().shape_bevels.is_empty());
+
+    let mut bevelled = compile(BevelOptions::default());
+    assert!(!bevelled.shape_bevels.is_empty());
+    let from_file = LoadedWorld::from_compiled_bytes(&format::write(&bevelled)).expect("loads");
+    assert_eq!(from_file.view().shape_bevels, &bevelled.shape_bevels[..]);
+    let mut scratch = Scratch::new();
+    for q in box_queries("q3dm6ish").iter().take(500) {
+        let q = shape_query("sphere", q, false).expect("a sphere");
+        let a = trace(&loaded.view(), &q, &mut scratch);
+        let stripped = bspq::world::World {
+            shape_bevel_ranges: &[],
+            shape_bevels: &[],
+            ..bevelled.view()
+        };
+        let b = trace(&stripped, &q, &mut scratch);
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+    }
+
+    let last = bevelled.shape_bevel_ranges.len() - 1;
+    bevelled.shape_bevel_ranges[last].count += 1_000_000;
+    let err = LoadedWorld::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad range");
+    assert!(err.to_string().contains("shape bevels"), "{err}");
+    bevelled.shape_bevel_ranges[last].count -= 1_000_000;
+    bevelled.shape_bevels[0].normal = [2.0, 0.0, 0.0];
+    let err = LoadedWorld::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad normal");
+    assert!(err.to_string().contains("unit"), "{err}");
+    bevelled.shape_bevel_ranges.pop();
+    bevelled.shape_bevels[0].normal = [1.0, 0.0, 0.0];
+    let err = LoadedWorld::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad count");
+    assert!(err.to_string().contains("per brush"), "{err}");
 }

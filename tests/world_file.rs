@@ -64,7 +64,11 @@ fn a_file_round_trips_and_records_its_origin() {
     assert_eq!(info.source_hash, xxhash_rust::xxh3::xxh3_64(&source));
     let layout = loaded.file_layout().expect("a file layout");
     assert_eq!(layout.version, format::FORMAT_VERSION);
-    assert_eq!(layout.sections.len(), format::ALL_SECTIONS.len());
+    // Compiled with the default shape bevels: both optional sections too.
+    assert_eq!(
+        layout.sections.len(),
+        format::ALL_SECTIONS.len() + format::OPTIONAL_SECTIONS.len()
+    );
 }
 
 #[test]

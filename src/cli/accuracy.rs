@@ -5,9 +5,11 @@
 use super::WorldArgs;
 use anyhow::Context;
 use bspq::accuracy::{compare, shape_query, ErrorStats, KINDS};
+use bspq::compile::bevels::{self, BevelCounts, BevelOptions};
 use bspq::conformance::read_lines;
 use bspq::query::{Query, QueryLine};
-use bspq::trace::{reference_trace, trace, Scratch, TraceQuery};
+use bspq::trace::{reference_trace, trace, Scratch, TraceQuery, TraceResult};
+use bspq::world::{BevelRange, ShapeBevel, World};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -28,6 +30,145 @@ pub struct AccuracyArgs {
     /// plane-shifted misses where the reference hits).
     #[arg(long, default_value_t = 0)]
     show: usize,
+    /// Skip the table of plane-shifted error per shape-bevel setting.
+    #[arg(long)]
+    no_bevel_table: bool,
+}
+
+/// The shape-bevel settings the bevel table compares.
+fn bevel_variants() -> Vec<(String, BevelOptions)> {
+    let mut out = vec![
+        ("none".to_owned(), BevelOptions::none()),
+        (
+            "caps".to_owned(),
+            BevelOptions {
+                edge_angle: None,
+                caps: true,
+            },
+        ),
+    ];
+    for angle in [60.0, 45.0, 30.0, 20.0] {
+        out.push((
+            format!("edges {angle}"),
+            BevelOptions {
+                edge_angle: Some(angle),
+                caps: false,
+            },
+        ));
+    }
+    for angle in [45.0, 30.0] {
+        out.push((
+            format!("edges {angle}+caps"),
+            BevelOptions {
+                edge_angle: Some(angle),
+                caps: true,
+            },
+        ));
+    }
+    out
+}
+
+/// Queries per second of plane-shifted traces (repeated to at least 100 ms).
+fn shifted_rate(world: &World, queries: &[TraceQuery], scratch: &mut Scratch) -> f64 {
+    let timer = Instant::now();
+    let mut done = 0usize;
+    while done == 0 || timer.elapsed().as_secs_f64() < 0.1 {
+        for q in queries {
+            std::hint::black_box(trace(world, q, scratch));
+        }
+        done += queries.len();
+    }
+    done as f64 / timer.elapsed().as_secs_f64().max(1e-9)
+}
+
+/// One bevel setting's planes, built once for every shape kind.
+struct Variant {
+    name: String,
+    ranges: Vec<BevelRange>,
+    bevels: Vec<ShapeBevel>,
+    counts: BevelCounts,
+}
+
+/// Plane-shifted error against the reference with each bevel setting.
+fn bevel_table(out: &mut impl Write, world: &World, boxes: &[TraceQuery]) -> anyhow::Result<()> {
+    let variants: Vec<Variant> = bevel_variants()
+        .into_iter()
+        .map(|(name, options)| {
+            let (ranges, bevels, counts) = bevels::build(world, &options);
+            Variant {
+                name,
+                ranges,
+                bevels,
+                counts,
+            }
+        })
+        .collect();
+    writeln!(
+        out,
+        "\nplane-shifted error by shape-bevel setting ({} brushes, {} brush sides)",
+        world.brushes.len(),
+        world.brush_sides.len()
+    )?;
+    writeln!(
+        out,
+        "{:9} {:16} {:>6} {:>5} {:>9} {:>9} {:>9} {:>6} {:>6} {:>6} {:>12}",
+        "shape",
+        "bevels",
+        "planes",
+        "caps",
+        "mean",
+        "p99",
+        "max",
+        "f.hit",
+        "f.miss",
+        "solid",
+        "queries/s"
+    )?;
+    let mut scratch = Scratch::new();
+    for kind in KINDS {
+        let queries: Vec<TraceQuery> = boxes
+            .iter()
+            .filter_map(|q| shape_query(kind, q, false))
+            .collect();
+        let reference: Vec<TraceResult> = queries
+            .iter()
+            .filter_map(|q| Some(reference_trace(world, q, q.shape.as_ref()?)))
+            .collect();
+        for Variant {
+            name,
+            ranges,
+            bevels,
+            counts,
+        } in &variants
+        {
+            let variant = World {
+                shape_bevel_ranges: ranges,
+                shape_bevels: bevels,
+                ..*world
+            };
+            let pairs: Vec<(TraceResult, TraceResult)> = queries
+                .iter()
+                .zip(&reference)
+                .map(|(q, want)| (trace(&variant, q, &mut scratch), *want))
+                .collect();
+            let s = ErrorStats::from_pairs(&pairs);
+            let rate = shifted_rate(&variant, &queries, &mut scratch);
+            writeln!(
+                out,
+                "{kind:9} {name:16} {:>6} {:>5} {:>9.4} {:>9.4} {:>9.4} {:>6} {:>6} {:>6} {:>12.0}",
+                counts.edge + counts.caps,
+                counts.caps,
+                s.mean,
+                s.p99,
+                s.max,
+                s.false_hits,
+                s.false_misses,
+                s.startsolid_differs,
+                rate
+            )?;
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
@@ -157,6 +298,9 @@ pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
             queries.len(),
             rate
         )?;
+    }
+    if !args.no_bevel_table {
+        bevel_table(&mut out, &world, &boxes)?;
     }
     Ok(ExitCode::SUCCESS)
 }

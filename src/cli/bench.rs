@@ -3,6 +3,7 @@
 
 mod hull;
 mod parry;
+mod shapes;
 
 use super::WorldArgs;
 use anyhow::{bail, Context};
@@ -54,6 +55,13 @@ pub struct BenchArgs {
     /// Skip the parry3d baseline.
     #[arg(long)]
     no_parry: bool,
+    /// Skip the shape sweeps (box queries re-used as spheres, capsules,
+    /// cylinders and pyramids).
+    #[arg(long)]
+    no_shapes: bool,
+    /// Exact-mode shape sweeps are timed on at most this many queries per kind.
+    #[arg(long, default_value_t = 2000)]
+    exact_limit: usize,
     /// Also count, per trace, the nodes, leaves and brushes the walk visits
     /// (an untimed extra pass).
     #[arg(long)]
@@ -413,15 +421,28 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|name| hull::run(&world, name, &traces, args.runs, min_run))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let box_list: Vec<TraceQuery> = traces
+        .iter()
+        .filter(|q| q.mins != q.maxs && q.shape.is_none())
+        .cloned()
+        .collect();
+    let shape_rows = if args.no_shapes {
+        Vec::new()
+    } else {
+        shapes::run(
+            &world,
+            &box_list,
+            parry.as_ref().map(|p| &p.baseline),
+            args.exact_limit,
+            args.runs,
+            min_run,
+        )
+    };
+
     let counters = (args.stats && !traces.is_empty()).then(|| walk_stats(&world, &traces, false));
     let ray_list: Vec<TraceQuery> = traces
         .iter()
         .filter(|q| q.mins == q.maxs)
-        .cloned()
-        .collect();
-    let box_list: Vec<TraceQuery> = traces
-        .iter()
-        .filter(|q| q.mins != q.maxs)
         .cloned()
         .collect();
     let kind_counters: Vec<(&str, Vec<Counter>)> = if args.stats {
@@ -519,6 +540,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let by_cpu = cpu_ratio.map_or(String::new(), |c| format!("; by CPU time {c:.2}x"));
         report.push(format!("ratio      {r:.2}x bspq / parry3d{goal}{by_cpu}"));
     }
+    for row in &shape_rows {
+        report.push(row.report());
+    }
     if let Some(c) = &counters {
         let parts: Vec<String> = c
             .iter()
@@ -584,6 +608,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "anyhit_over_full": has_traces.then(|| ratio(bspq_anyhit.wall.median, bspq.wall.median)),
             "cpu": cpu,
             "cores": cores,
+            "shapes": (!shape_rows.is_empty()).then(|| shape_rows
+                .iter()
+                .map(|r| (r.kind.clone(), r.json()))
+                .collect::<serde_json::Map<_, _>>()),
             "walk": counters.as_ref().map(|c| c
                 .iter()
                 .map(|(name, mean, p99)| (name.to_string(), serde_json::json!({"mean": mean, "p99": p99})))
@@ -596,6 +624,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                     .collect::<serde_json::Map<_, _>>().into()))
                 .collect::<serde_json::Map<_, serde_json::Value>>()),
         });
+        let mut out = out;
+        if let Some(map) = out.as_object_mut() {
+            // Flat names for scripts: bspq_sphere_qps, exact_sphere_qps, parry_sphere_qps, ...
+            for r in &shape_rows {
+                map.insert(format!("bspq_{}_qps", r.kind), r.shifted.wall.median.into());
+                map.insert(format!("exact_{}_qps", r.kind), r.exact.wall.median.into());
+                map.insert(
+                    format!("parry_{}_qps", r.kind),
+                    r.parry.as_ref().map(|p| p.wall.median).into(),
+                );
+                map.insert(format!("{}_ratio", r.kind), r.ratio().into());
+            }
+        }
         println!("{out}");
     }
     Ok(ExitCode::SUCCESS)

@@ -24,6 +24,8 @@ pub struct CompileArgs {
     /// Register a box size as an onion hull: NAME=minx,miny,minz,maxx,maxy,maxz (repeatable).
     #[arg(long = "hull", value_parser = parse_hull)]
     hulls: Vec<HullSpec>,
+    #[command(flatten)]
+    bevels: super::BevelArgs,
     /// Print only errors.
     #[arg(short, long)]
     quiet: bool,
@@ -111,6 +113,7 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
     let options = CompileOptions {
         curves: !args.no_curves,
         hulls: args.hulls.clone(),
+        shape_bevels: args.bevels.options(),
     };
     let bytes = progress
         .stage("read", || read_source(&spec))
@@ -138,6 +141,10 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
             w.nodes.len(),
             w.leaves.len(),
             w.info.bevels_added
+        );
+        println!(
+            "  shape bevels {} (only shape sweeps read them)",
+            w.shape_bevels.len()
         );
         println!(
             "  source {} bytes -> world file {} bytes",

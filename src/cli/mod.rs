@@ -55,6 +55,42 @@ pub struct WorldArgs {
     /// Leave patch (curve) collision out.
     #[arg(long)]
     pub no_curves: bool,
+    #[command(flatten)]
+    pub bevels: BevelArgs,
+}
+
+/// Shape bevels: extra planes only sphere, capsule, cylinder and convex
+/// sweeps read (boxes and rays never do).
+#[derive(clap::Args, Clone)]
+pub struct BevelArgs {
+    /// Edge bevels where brush sides turn by more than this many degrees.
+    #[arg(long, value_name = "DEGREES", default_value_t = bspq::compile::bevels::DEFAULT_EDGE_ANGLE,
+          value_parser = parse_bevel_angle)]
+    pub edge_bevels: f32,
+    /// No edge bevels.
+    #[arg(long)]
+    pub no_edge_bevels: bool,
+    /// No level cap bevels atop brushes without a nearly level top.
+    #[arg(long)]
+    pub no_cap_bevels: bool,
+}
+
+fn parse_bevel_angle(text: &str) -> Result<f32, String> {
+    let v: f32 = text.parse().map_err(|e| format!("{e}"))?;
+    if (1.0..=179.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err("an angle from 1 to 179 degrees".into())
+    }
+}
+
+impl BevelArgs {
+    pub fn options(&self) -> bspq::compile::bevels::BevelOptions {
+        bspq::compile::bevels::BevelOptions {
+            edge_angle: (!self.no_edge_bevels).then_some(self.edge_bevels),
+            caps: !self.no_cap_bevels,
+        }
+    }
 }
 
 impl WorldArgs {
@@ -63,6 +99,7 @@ impl WorldArgs {
         let spec = bspq::world::load::WorldSpec::parse(&self.world);
         let options = bspq::compile::CompileOptions {
             curves: !self.no_curves,
+            shape_bevels: self.bevels.options(),
             ..Default::default()
         };
         bspq::world::load::open_world(&spec, &options)

@@ -1,6 +1,7 @@
 //! From world sources to the compiled [`World`]: brushes and patch collision
 //! geometry in, a solid-leaf BSP over them out.
 
+pub mod bevels;
 mod brushes;
 pub mod onion;
 pub mod patch;
@@ -21,6 +22,8 @@ pub struct CompileOptions {
     pub curves: bool,
     /// Box sizes to compile into the tree as onion hulls ([`onion`]).
     pub hulls: Vec<crate::world::HullSpec>,
+    /// Extra planes for shape sweeps only (boxes and rays never read them).
+    pub shape_bevels: bevels::BevelOptions,
 }
 
 impl Default for CompileOptions {
@@ -28,6 +31,7 @@ impl Default for CompileOptions {
         Self {
             curves: true,
             hulls: Vec::new(),
+            shape_bevels: bevels::BevelOptions::default(),
         }
     }
 }
@@ -87,5 +91,9 @@ pub fn compile_q3(
         bevels_added: bevels_added + stats.bevels_added,
         onion,
     };
+    let (ranges, shape_bevels, _) = bevels::build(&world.view(), &options.shape_bevels);
+    world.shape_bevel_ranges = ranges;
+    world.shape_bevels = shape_bevels;
+    world.info.compile_seconds = started.elapsed().as_secs_f64();
     Ok(world)
 }

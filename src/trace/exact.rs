@@ -504,6 +504,36 @@ mod tests {
         assert!(shifted.fraction < got.fraction - 0.1);
     }
 
+    /// A sphere that grazes the cube's top edge, 0.06 units deep, while
+    /// rising out of the plane-shifted top: the clip's 1/8-unit rule lets
+    /// the shifted sphere through, the exact sphere touches. Exact mode must
+    /// still list the brush and find the contact the reference finds.
+    #[test]
+    fn shallow_grazes_are_exact_contacts() {
+        let w = cube_world();
+        let world = w.view();
+        let sphere = Shape::Sphere { radius: 16.0 };
+        let q = TraceQuery {
+            exact: true,
+            ..TraceQuery::shaped(
+                Vec3::new(-100.0, 0.0, 47.9),
+                Vec3::new(100.0, 0.0, 48.02),
+                sphere.clone(),
+                1,
+            )
+        };
+        let want = reference_trace(&world, &q, &sphere);
+        assert!(want.fraction < 0.4, "{want:?}");
+        let mut scratch = Scratch::new();
+        let shifted = super::super::sweep::trace_shape(&world, &q, &sphere, &mut scratch);
+        assert_eq!(shifted.fraction, 1.0, "the shifted clip lets it through");
+        let got = trace_exact(&world, &q, &sphere, &mut scratch);
+        assert!(
+            got.endpos.distance(want.endpos) <= 0.01,
+            "{got:?} vs {want:?}"
+        );
+    }
+
     #[test]
     fn starting_inside_is_startsolid_and_staying_is_allsolid() {
         let w = cube_world();

@@ -31,14 +31,32 @@ pub enum Shape {
 }
 
 /// A convex shape's extreme points, kept relative to the centre of its
-/// bounding box (so that it is traced like a centred box).
+/// bounding box (so that it is traced like a centred box), with what makes
+/// its support distance fast: the hull's edges (for hill climbing) and the
+/// extreme vertex along each axis (where a climb starts).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvexHull {
     /// Hull vertices relative to `centre` (points inside the hull dropped).
     pub points: Vec<Vec3>,
     /// Centre of the bounding box, relative to the traced point.
     pub centre: Vec3,
+    /// Half-size of the bounding box.
+    pub half: Vec3,
+    /// `neighbours[start[i]..start[i + 1]]`: the vertices sharing an edge
+    /// with vertex `i`. Empty when the hull is flat or degenerate (then the
+    /// support is a scan over every point).
+    start: Vec<u16>,
+    neighbours: Vec<u8>,
+    /// Index of the vertex furthest along +x, -x, +y, -y, +z, -z.
+    extreme: [u8; 6],
+    /// The support along +x, -x, +y, -y, +z, -z: brush sides are mostly
+    /// axial, and there the scan's answer is this, to the bit.
+    axial: [f32; 6],
 }
+
+/// Hulls with at most this many vertices are scanned whole: a climb's
+/// bookkeeping costs more than a handful of dot products.
+const SCAN_MAX: usize = 12;
 
 impl ConvexHull {
     /// The hull of `points` (relative to the traced point). Interior points are
@@ -63,16 +81,152 @@ impl ConvexHull {
                 .map(|p| parry3d::math::Vector::new(p.x, p.y, p.z))
                 .collect::<Vec<_>>(),
         );
-        let points = match hull {
-            Some(h) if !h.points().is_empty() => h
-                .points()
-                .iter()
-                .map(|p| Vec3::new(p.x, p.y, p.z))
-                .collect(),
-            _ => local,
+        let (points, edges) = match hull {
+            Some(h) if !h.points().is_empty() && h.points().len() <= MAX_CONVEX_POINTS => (
+                h.points()
+                    .iter()
+                    .map(|p| Vec3::new(p.x, p.y, p.z))
+                    .collect(),
+                h.edges().iter().map(|e| e.vertices).collect(),
+            ),
+            _ => (local, Vec::new()),
         };
-        ConvexHull { points, centre }
+        Self::with_edges(points, centre, &edges)
     }
+
+    fn with_edges(points: Vec<Vec3>, centre: Vec3, edges: &[[u32; 2]]) -> ConvexHull {
+        let n = points.len();
+        let mut lists: Vec<Vec<u8>> = vec![Vec::new(); n];
+        for &[a, b] in edges {
+            let (a, b) = (a as usize, b as usize);
+            if a < n && b < n && a != b {
+                lists[a].push(b as u8);
+                lists[b].push(a as u8);
+            }
+        }
+        // A climb needs every vertex reachable; otherwise scan.
+        let connected = !edges.is_empty() && lists.iter().all(|l| !l.is_empty());
+        let (mut start, mut neighbours) = (Vec::new(), Vec::new());
+        if connected {
+            start.push(0);
+            for l in &mut lists {
+                l.sort_unstable();
+                l.dedup();
+                neighbours.extend_from_slice(l);
+                start.push(neighbours.len() as u16);
+            }
+        }
+        let furthest = |dir: Vec3| -> u8 {
+            let mut best = 0;
+            for (i, p) in points.iter().enumerate() {
+                if p.dot(dir) > points[best].dot(dir) {
+                    best = i;
+                }
+            }
+            best as u8
+        };
+        let extreme = [
+            furthest(Vec3::X),
+            furthest(-Vec3::X),
+            furthest(Vec3::Y),
+            furthest(-Vec3::Y),
+            furthest(Vec3::Z),
+            furthest(-Vec3::Z),
+        ];
+        let half = points.iter().fold(Vec3::ZERO, |a, p| a.max(p.abs()));
+        let axial =
+            [Vec3::X, -Vec3::X, Vec3::Y, -Vec3::Y, Vec3::Z, -Vec3::Z].map(|n| scan(&points, n));
+        ConvexHull {
+            axial,
+            points,
+            centre,
+            half,
+            start,
+            neighbours,
+            extreme,
+        }
+    }
+
+    /// The same hull without its edges: the support is then always a scan
+    /// over every vertex (the benchmark's comparison for hill climbing).
+    pub fn scanned(&self) -> ConvexHull {
+        ConvexHull {
+            start: Vec::new(),
+            neighbours: Vec::new(),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the support is found by climbing the hull's edges.
+    pub fn climbs(&self) -> bool {
+        !self.start.is_empty() && self.points.len() > SCAN_MAX
+    }
+
+    /// `max n·p` over the vertices.
+    #[inline]
+    pub fn support(&self, n: Vec3) -> f32 {
+        // An axial normal: ±1 on one axis, exactly 0 on the others.
+        let zero = n.cmpeq(Vec3::ZERO);
+        if zero.bitmask().count_ones() == 2 {
+            let axis = if !zero.test(0) {
+                (n.x < 0.0) as usize
+            } else if !zero.test(1) {
+                2 + (n.y < 0.0) as usize
+            } else {
+                4 + (n.z < 0.0) as usize
+            };
+            if n.abs().max_element() == 1.0 {
+                return self.axial[axis];
+            }
+        }
+        if self.climbs() {
+            self.climb(n)
+        } else {
+            scan(&self.points, n)
+        }
+    }
+
+    /// Hill climbing from the extreme vertex of `n`'s largest component: on
+    /// a convex polytope's edge graph a vertex no neighbour improves on is
+    /// the maximum (the simplex method's argument).
+    fn climb(&self, n: Vec3) -> f32 {
+        let a = n.abs();
+        let axis = if a.x >= a.y && a.x >= a.z {
+            (n.x < 0.0) as usize
+        } else if a.y >= a.z {
+            2 + (n.y < 0.0) as usize
+        } else {
+            4 + (n.z < 0.0) as usize
+        };
+        let mut at = self.extreme[axis] as usize;
+        let mut best = self.points[at].dot(n);
+        // Each step strictly improves, so the climb ends; the bound only
+        // guards against a malformed adjacency.
+        for _ in 0..self.points.len() {
+            let mut next = at;
+            let (from, to) = (self.start[at] as usize, self.start[at + 1] as usize);
+            for &j in &self.neighbours[from..to] {
+                let d = self.points[j as usize].dot(n);
+                if d > best {
+                    best = d;
+                    next = j as usize;
+                }
+            }
+            if next == at {
+                break;
+            }
+            at = next;
+        }
+        best
+    }
+}
+
+/// `max n·p` over `points`.
+#[inline(always)]
+fn scan(points: &[Vec3], n: Vec3) -> f32 {
+    points
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, p| m.max(p.dot(n)))
 }
 
 impl Shape {
@@ -88,7 +242,7 @@ impl Shape {
                 radius,
                 half_height,
             } => Vec3::new(*radius, *radius, *half_height),
-            Shape::Convex(hull) => hull.points.iter().fold(Vec3::ZERO, |a, p| a.max(p.abs())),
+            Shape::Convex(hull) => hull.half,
         }
     }
 
@@ -119,7 +273,7 @@ impl Shape {
                 radius,
                 half_height,
             } => Cylinder::new(*radius, *half_height).support(n),
-            Shape::Convex(hull) => Points(&hull.points).support(n),
+            Shape::Convex(hull) => hull.support(n),
         }
     }
 
@@ -215,20 +369,20 @@ impl Support for Cylinder {
     }
 }
 
-/// A convex hull by its vertices: the support is a maximum over them (at most
-/// [`MAX_CONVEX_POINTS`], usually a handful once interior points are dropped).
-pub(crate) struct Points<'a>(pub &'a [Vec3]);
+/// A convex hull: the support by [`ConvexHull::support`]. How far it reaches
+/// across a node plane is bounded by its bounding box (exact for the axial
+/// planes most nodes have; larger is only a wider walk, never another answer,
+/// since the clipping reads exact supports).
+pub(crate) struct Hull<'a>(pub &'a ConvexHull);
 
-impl Support for Points<'_> {
+impl Support for Hull<'_> {
     #[inline(always)]
     fn support(&self, n: Vec3) -> f32 {
-        self.0
-            .iter()
-            .fold(f32::NEG_INFINITY, |m, p| m.max(p.dot(n)))
+        self.0.support(n)
     }
     #[inline(always)]
     fn reach(&self, n: Vec3) -> f32 {
-        self.0.iter().fold(0.0f32, |m, p| m.max(p.dot(n).abs()))
+        n.abs().dot(self.0.half)
     }
 }
 
@@ -286,13 +440,45 @@ mod tests {
                 })
                 .collect();
             for n in &samples {
-                let sampled = Points(&surface).support(*n);
+                let sampled = scan(&surface, *n);
                 let closed = shape.support(*n);
                 assert!(sampled <= closed + 1e-3, "{shape:?} {n}");
                 assert!(
                     sampled >= closed - 1.5,
                     "{shape:?} {n}: {sampled} vs {closed}"
                 );
+            }
+        }
+    }
+
+    /// Climbing the hull's edges finds the same support as scanning every
+    /// vertex, for hulls of many sizes and directions all round.
+    #[test]
+    fn climbing_finds_the_scanned_support() {
+        let mut seed = 0x2545_f491_u32;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed as f32 / u32::MAX as f32 * 2.0 - 1.0
+        };
+        for count in [4, 13, 20, 40, 64] {
+            let points: Vec<Vec3> = (0..count)
+                .map(|_| Vec3::new(next() * 30.0, next() * 20.0 + 5.0, next() * 40.0))
+                .collect();
+            let hull = ConvexHull::new(&points);
+            let scanned = hull.scanned();
+            assert!(!scanned.climbs());
+            for _ in 0..2000 {
+                let n = Vec3::new(next(), next(), next()).normalize_or_zero();
+                if n == Vec3::ZERO {
+                    continue;
+                }
+                let (a, b) = (hull.support(n), scanned.support(n));
+                assert!((a - b).abs() <= 1e-4, "{count} points, {n}: {a} vs {b}");
+            }
+            for n in [Vec3::X, -Vec3::X, Vec3::Y, -Vec3::Y, Vec3::Z, -Vec3::Z] {
+                assert_eq!(hull.support(n), scanned.support(n));
             }
         }
     }

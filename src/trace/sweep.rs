@@ -7,7 +7,7 @@
 //! once per shape kind. Boxes and rays never come here: their path stays
 //! specialised.
 
-use super::shape::{Capsule, Cylinder, Points, Shape, Sphere, Support};
+use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
 use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
@@ -83,13 +83,7 @@ pub(crate) fn with_support<R>(
             Cylinder::new(*radius, *half_height),
             collect,
         )),
-        Shape::Convex(hull) => f(&mut ShapeWork::new(
-            q,
-            centre,
-            half,
-            Points(&hull.points),
-            collect,
-        )),
+        Shape::Convex(hull) => f(&mut ShapeWork::new(q, centre, half, Hull(hull), collect)),
     }
 }
 
@@ -141,7 +135,7 @@ pub(crate) fn trace_shape(
 
 /// A piece of the move still to walk: `child` between fractions `f1..f2`.
 #[derive(Debug, Clone, Copy)]
-struct Segment {
+pub(crate) struct Segment {
     child: i32,
     f1: f32,
     f2: f32,
@@ -149,23 +143,91 @@ struct Segment {
     p2: Vec3,
 }
 
+/// One node as the walk reads it.
+struct NodeView {
+    normal: Vec3,
+    dist: f32,
+    children: [i32; 2],
+    /// OR of the contents below each child (all ones when unknown).
+    below: [u32; 2],
+    /// Bounds of everything below (infinite when unknown).
+    mins: Vec3,
+    maxs: Vec3,
+}
+
+/// The kernel's packed nodes when the world has them (contents below each
+/// child and bounds, so whole subtrees are skipped), else the file's.
+#[inline(always)]
+fn node_view(world: &World, packed: bool, index: i32) -> NodeView {
+    if packed {
+        let node = &world.kernel.nodes[index as usize];
+        NodeView {
+            normal: node.plane.truncate(),
+            dist: node.plane.w,
+            children: node.children,
+            below: node.contents_below,
+            mins: node.mins.into(),
+            maxs: node.maxs.into(),
+        }
+    } else {
+        let node = &world.nodes[index as usize];
+        let plane = &world.planes[node.plane as usize];
+        NodeView {
+            normal: plane.normal(),
+            dist: plane.dist,
+            children: node.children,
+            below: [u32::MAX; 2],
+            mins: Vec3::NEG_INFINITY,
+            maxs: Vec3::INFINITY,
+        }
+    }
+}
+
+/// Whether the box `b` overlaps `lo..=hi`.
+#[inline(always)]
+fn overlaps(b: &[Vec3; 2], lo: Vec3, hi: Vec3) -> bool {
+    b[0].cmple(hi).all() && b[1].cmpge(lo).all()
+}
+
+/// Walks the move through the tree, nearest side first.
+///
+/// Skipping by the kernel's bounds gives the same answers as walking
+/// everything (see `world::kernel`): a brush's axial sides, shifted by the
+/// shape's support along the axis, move out by at most the shape's half-size
+/// on that axis, which the swept bounds already include; a brush the swept
+/// bounds stay a margin away from is rejected by its clip before it writes
+/// anything.
 fn trace_tree<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch) {
-    let mut stack = vec![Segment {
+    let packed = world.kernel.matches(world);
+    if packed {
+        let below = world.kernel.nodes[0].contents_below;
+        if (below[0] | below[1]) & w.mask == 0 {
+            return;
+        }
+    }
+    let mut stack = std::mem::take(&mut scratch.shape_stack);
+    stack.clear();
+    stack.push(Segment {
         child: world.root(),
         f1: 0.0,
         f2: 1.0,
         p1: w.start,
         p2: w.end,
-    }];
+    });
     while let Some(seg) = stack.pop() {
-        walk_segment(world, w, scratch, seg, &mut stack);
+        walk_segment(world, packed, w, scratch, seg, &mut stack);
+        if w.result.allsolid || (w.result.fraction == 0.0 && w.collect.is_none()) {
+            break;
+        }
     }
+    scratch.shape_stack = stack;
 }
 
 /// Descends from `seg.child` along the near side, pushing far sides (as the
 /// box walk does, with the shape's reach along each node normal).
 fn walk_segment<S: Support>(
     world: &World,
+    packed: bool,
     w: &mut ShapeWork<S>,
     scratch: &mut Scratch,
     seg: Segment,
@@ -181,18 +243,27 @@ fn walk_segment<S: Support>(
     if w.result.fraction <= p1f {
         return;
     }
+    let mask = w.mask;
     while child >= 0 {
-        let node = &world.nodes[child as usize];
-        let plane = &world.planes[node.plane as usize];
-        let normal = plane.normal();
-        let t1 = normal.dot(p1) - plane.dist;
-        let t2 = normal.dot(p2) - plane.dist;
+        let node = node_view(world, packed, child);
+        if packed && !overlaps(&w.bounds, node.mins, node.maxs) {
+            return;
+        }
+        let normal = node.normal;
+        let t1 = normal.dot(p1) - node.dist;
+        let t2 = normal.dot(p2) - node.dist;
         let reach = w.shape.reach(normal) + TREE_WALK_SLACK;
         if t1 >= reach && t2 >= reach {
+            if node.below[0] & mask == 0 {
+                return;
+            }
             child = node.children[0];
             continue;
         }
         if t1 < -reach && t2 < -reach {
+            if node.below[1] & mask == 0 {
+                return;
+            }
             child = node.children[1];
             continue;
         }
@@ -205,34 +276,55 @@ fn walk_segment<S: Support>(
         } else {
             (0usize, 1.0, 0.0)
         };
-        let frac2 = frac_far_start.clamp(0.0, 1.0);
-        stack.push(Segment {
-            child: node.children[near ^ 1],
-            f1: p1f + (f2 - p1f) * frac2,
-            f2,
-            p1: p1 + (p2 - p1) * frac2,
-            p2,
-        });
+        if node.below[near ^ 1] & mask != 0 {
+            let frac2 = frac_far_start.clamp(0.0, 1.0);
+            stack.push(Segment {
+                child: node.children[near ^ 1],
+                f1: p1f + (f2 - p1f) * frac2,
+                f2,
+                p1: p1 + (p2 - p1) * frac2,
+                p2,
+            });
+        }
+        if node.below[near] & mask == 0 {
+            return;
+        }
         let frac = frac_near_end.clamp(0.0, 1.0);
         f2 = p1f + (f2 - p1f) * frac;
         p2 = p1 + (p2 - p1) * frac;
         child = node.children[near];
     }
-    trace_leaf(world, w, scratch, &world.leaves[(-1 - child) as usize]);
+    trace_leaf(
+        world,
+        packed,
+        w,
+        scratch,
+        &world.leaves[(-1 - child) as usize],
+    );
 }
 
-fn trace_leaf<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch, leaf: &Leaf) {
+fn trace_leaf<S: Support>(
+    world: &World,
+    packed: bool,
+    w: &mut ShapeWork<S>,
+    scratch: &mut Scratch,
+    leaf: &Leaf,
+) {
     let first = leaf.first_brush as usize;
     for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
         let brush = &world.brushes[b as usize];
         if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
             continue;
         }
+        if packed {
+            let [lo, hi] = world.kernel.brush_bounds[b as usize];
+            if !overlaps(&w.bounds, Vec3::from_array(lo), Vec3::from_array(hi)) {
+                continue;
+            }
+        }
         if let Some(list) = &mut w.collect {
-            // Clip alone: does the plane-shifted shape touch it at all?
-            let mut alone = ShapeClip::new(w.start, w.end);
-            clip_brush(world, brush, &w.shape, &mut alone);
-            if alone.result.fraction < 1.0 || alone.result.startsolid {
+            // Does the plane-shifted shape come near it at all?
+            if touches_brush(world, b as usize, &w.shape, w.start, w.end) {
                 list.push(b);
             }
             continue;
@@ -242,7 +334,7 @@ fn trace_leaf<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scr
             end: w.end,
             result: w.result,
         };
-        clip_brush(world, brush, &w.shape, &mut clip);
+        clip_brush(world, b as usize, &w.shape, &mut clip);
         w.result = clip.result;
         if w.result.allsolid || w.result.fraction == 0.0 {
             return;
@@ -268,36 +360,47 @@ pub(crate) struct ShapeClip {
     pub result: TraceResult,
 }
 
-impl ShapeClip {
-    pub fn new(start: Vec3, end: Vec3) -> Self {
-        Self {
-            start,
-            end,
-            result: TraceResult::default(),
-        }
-    }
+/// The planes a shape sweep clips against for brush `b`: its sides, then its
+/// shape bevels (if the world has them), as `(normal, dist, surface flags)`.
+#[inline(always)]
+fn shape_planes<'w>(
+    world: &World<'w>,
+    b: usize,
+    brush: &'w Brush,
+) -> impl Iterator<Item = (Vec3, f32, u32)> + use<'w> {
+    let planes = world.planes;
+    let first = brush.first_side as usize;
+    world.brush_sides[first..first + brush.num_sides as usize]
+        .iter()
+        .map(move |side| {
+            let plane = &planes[side.plane as usize];
+            (plane.normal(), plane.dist, side.surface_flags)
+        })
+        .chain(world.shape_bevels_of(b).iter().map(|bevel| {
+            (
+                Vec3::from_array(bevel.normal),
+                bevel.dist,
+                bevel.surface_flags,
+            )
+        }))
 }
 
-/// Clips the shape's centre against `brush` with every side pushed out by
-/// the shape's support, with the reference's epsilon rules (see
-/// [`super::brush::trace_through_brush`], which this mirrors).
-pub(crate) fn clip_brush<S: Support>(world: &World, brush: &Brush, shape: &S, w: &mut ShapeClip) {
+/// Clips the shape's centre against brush `b` with every side (and shape
+/// bevel) pushed out by the shape's support, with the reference's epsilon
+/// rules (see [`super::brush::trace_through_brush`], which this mirrors).
+/// Sides come before bevels, so on a tie the side is reported.
+pub(crate) fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, w: &mut ShapeClip) {
+    let brush = &world.brushes[b];
     if brush.num_sides == 0 {
         return;
     }
     let mut enter_frac: f32 = -1.0;
     let mut leave_frac: f32 = 1.0;
-    let mut clip: Option<usize> = None;
+    let mut clip: Option<(Vec3, f32, u32)> = None;
     let mut starts_out = false;
     let mut gets_out = false;
-    let first = brush.first_side as usize;
-    for (k, side) in world.brush_sides[first..first + brush.num_sides as usize]
-        .iter()
-        .enumerate()
-    {
-        let plane = &world.planes[side.plane as usize];
-        let normal = plane.normal();
-        let dist = plane.dist + shape.shift(normal);
+    for (normal, plane_dist, flags) in shape_planes(world, b, brush) {
+        let dist = plane_dist + shape.shift(normal);
         let d1 = w.start.dot(normal) - dist;
         let d2 = w.end.dot(normal) - dist;
         if d2 > 0.0 {
@@ -317,7 +420,7 @@ pub(crate) fn clip_brush<S: Support>(world: &World, brush: &Brush, shape: &S, w:
             let f = (((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32).max(0.0);
             if f > enter_frac {
                 enter_frac = f;
-                clip = Some(first + k);
+                clip = Some((normal, plane_dist, flags));
             }
         } else {
             let f = (((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32).min(1.0);
@@ -336,36 +439,58 @@ pub(crate) fn clip_brush<S: Support>(world: &World, brush: &Brush, shape: &S, w:
         return;
     }
     if enter_frac < leave_frac && enter_frac > -1.0 && enter_frac < w.result.fraction {
-        if let Some(side_index) = clip {
-            let side = &world.brush_sides[side_index];
-            let plane = &world.planes[side.plane as usize];
+        if let Some((normal, dist, flags)) = clip {
             w.result.fraction = enter_frac.max(0.0);
-            w.result.normal = plane.normal();
-            w.result.dist = plane.dist;
-            w.result.surface_flags = side.surface_flags;
+            w.result.normal = normal;
+            w.result.dist = dist;
+            w.result.surface_flags = flags;
             w.result.contents = brush.contents;
         }
     }
 }
 
-/// Whether the shape at `at` overlaps `brush` after plane shifting (closed).
-pub(crate) fn shape_in_brush<S: Support>(
-    world: &World,
-    brush: &Brush,
-    shape: &S,
-    at: Vec3,
-) -> bool {
+/// How far out (units) the candidate test grows the shifted brush: more than
+/// the distance at which the exact sweep counts a contact.
+const CANDIDATE_MARGIN: f32 = 0.1;
+
+/// Whether the segment `start..end` meets brush `b` with every plane pushed
+/// out by the shape's support plus [`CANDIDATE_MARGIN`]: plain geometry,
+/// without the clip's 1/8-unit rules (which let a box or a shifted shape
+/// through a corner it overlaps by less than 1/8 unit while moving out of
+/// it, where the exact shape does touch). The shifted planes bound the
+/// exact swept shape, so the exact sweep touches no brush this rejects.
+fn touches_brush<S: Support>(world: &World, b: usize, shape: &S, start: Vec3, end: Vec3) -> bool {
+    let brush = &world.brushes[b];
     if brush.num_sides == 0 {
         return false;
     }
-    let first = brush.first_side as usize;
-    world.brush_sides[first..first + brush.num_sides as usize]
-        .iter()
-        .all(|side| {
-            let plane = &world.planes[side.plane as usize];
-            let normal = plane.normal();
-            at.dot(normal) - (plane.dist + shape.shift(normal)) <= 0.0
-        })
+    let (mut enter, mut leave) = (0.0f32, 1.0f32);
+    for (normal, dist, _) in shape_planes(world, b, brush) {
+        let dist = dist + shape.shift(normal) + CANDIDATE_MARGIN;
+        let d1 = start.dot(normal) - dist;
+        let d2 = end.dot(normal) - dist;
+        if d1 > 0.0 && d2 > 0.0 {
+            return false;
+        }
+        if d1 > 0.0 {
+            enter = enter.max(d1 / (d1 - d2));
+        } else if d2 > 0.0 {
+            leave = leave.min(d1 / (d1 - d2));
+        }
+        if enter > leave {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether the shape at `at` overlaps brush `b` after plane shifting (closed).
+pub(crate) fn shape_in_brush<S: Support>(world: &World, b: usize, shape: &S, at: Vec3) -> bool {
+    if world.brushes[b].num_sides == 0 {
+        return false;
+    }
+    shape_planes(world, b, &world.brushes[b])
+        .all(|(normal, dist, _)| at.dot(normal) - (dist + shape.shift(normal)) <= 0.0)
 }
 
 /// `a · b` summed left to right in f32, as the reference does for patch planes.
@@ -516,7 +641,7 @@ fn position_test<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut 
             if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
                 continue;
             }
-            if shape_in_brush(world, brush, &w.shape, w.start) {
+            if shape_in_brush(world, b as usize, &w.shape, w.start) {
                 if let Some(list) = &mut w.collect {
                     list.push(b);
                     continue;

@@ -175,6 +175,7 @@ pub struct Scratch {
     pub(crate) leaf_stack: Vec<u32>,
     pub(crate) segment_stack: Vec<super::tree::Segment>,
     pub(crate) hull_segments: Vec<super::onion::Segment>,
+    pub(crate) shape_stack: Vec<super::sweep::Segment>,
 }
 
 impl Scratch {

@@ -8,7 +8,7 @@
 //! | 8 | 4 | format version (u32, currently 1) |
 //! | 12 | 4 | header length (u32, 64) |
 //! | 16 | 4 | section count (u32, at most [`MAX_SECTIONS`]) |
-//! | 20 | 4 | flags (u32; bit 0: patches compiled in) |
+//! | 20 | 4 | flags (u32; bit 0: patches compiled in; bit 1: shape bevel sections present) |
 //! | 24 | 8 | file length in bytes (u64) |
 //! | 32 | 8 | checksum: xxh3-64 (seed 0) of bytes `64..file length` (u64) |
 //! | 40 | 24 | reserved, zero |
@@ -41,6 +41,24 @@
 //! and boxes answer as in a world without hulls. A world without hulls has
 //! none of these sections and is byte for byte what earlier builds wrote;
 //! a file with them is rejected by builds that predate them (unknown kind).
+//!
+//! ## Shape bevels (optional sections 32–33)
+//!
+//! Optional sections ([`OPTIONAL_SECTIONS`]) appear at most once and may be
+//! left out; a file without them loads as before:
+//!
+//! | kind | name | record |
+//! |---|---|---|
+//! | 32 | `shape_bevel_ranges` | [`super::BevelRange`] (8 bytes: `first`, `count` u32), one per brush |
+//! | 33 | `shape_bevels` | [`super::ShapeBevel`] (20 bytes: normal 3×f32, dist f32, surface flags u32) |
+//!
+//! Header flag bit 1 ([`FLAG_SHAPE_BEVELS`]) says whether they are there: a
+//! file with the flag must have both, a file without it neither (so a
+//! damaged section count cannot silently drop them). They hold the extra
+//! bevel planes only shape sweeps read (see
+//! [`super::bevels`], validated there: one range per brush or none, ranges
+//! in bounds, finite unit normals). `bspq compile` writes them when shape
+//! bevels are on; the writer leaves them out when there are none.
 
 use super::{
     Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World, WorldData,
@@ -59,6 +77,8 @@ pub const MAX_SECTIONS: usize = 64;
 /// Largest metadata section accepted (JSON).
 pub const MAX_META_BYTES: u64 = 1 << 20;
 pub const FLAG_CURVES: u32 = 1;
+/// The optional shape-bevel sections are present.
+pub const FLAG_SHAPE_BEVELS: u32 = 2;
 
 /// The kinds of section, with their numbers in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +100,8 @@ pub enum SectionKind {
     HullLeaves = 14,
     HullLeafBrushes = 15,
     HullLeafPatches = 16,
+    ShapeBevelRanges = 32,
+    ShapeBevels = 33,
 }
 
 pub const ALL_SECTIONS: [SectionKind; 12] = [
@@ -105,12 +127,16 @@ pub const HULL_SECTIONS: [SectionKind; 4] = [
     SectionKind::HullLeafBrushes,
     SectionKind::HullLeafPatches,
 ];
+/// Sections a file may leave out.
+pub const OPTIONAL_SECTIONS: [SectionKind; 2] =
+    [SectionKind::ShapeBevelRanges, SectionKind::ShapeBevels];
 
 impl SectionKind {
     pub fn from_u32(v: u32) -> Option<Self> {
         ALL_SECTIONS
             .iter()
             .chain(HULL_SECTIONS.iter())
+            .chain(&OPTIONAL_SECTIONS)
             .copied()
             .find(|k| *k as u32 == v)
     }
@@ -133,6 +159,8 @@ impl SectionKind {
             SectionKind::HullLeaves => "hull_leaves",
             SectionKind::HullLeafBrushes => "hull_leaf_brushes",
             SectionKind::HullLeafPatches => "hull_leaf_patches",
+            SectionKind::ShapeBevelRanges => "shape_bevel_ranges",
+            SectionKind::ShapeBevels => "shape_bevels",
         }
     }
 
@@ -156,6 +184,8 @@ impl SectionKind {
             SectionKind::PatchPlanes => size_of::<PatchPlane>(),
             SectionKind::Facets => size_of::<Facet>(),
             SectionKind::FacetBorders => size_of::<FacetBorder>(),
+            SectionKind::ShapeBevelRanges => size_of::<super::BevelRange>(),
+            SectionKind::ShapeBevels => size_of::<super::ShapeBevel>(),
         }
     }
 }
@@ -357,6 +387,20 @@ pub fn parse_layout(bytes: &[u8], verify_checksum: bool) -> Result<Layout, Forma
             .map_or("hull sections", |k| k.name());
         return Err(FormatError::MissingSection(missing));
     }
+    let bevels_flagged = flags & FLAG_SHAPE_BEVELS != 0;
+    for kind in OPTIONAL_SECTIONS {
+        let present = sections.iter().any(|s| s.kind == kind);
+        if present != bevels_flagged {
+            return Err(if present {
+                FormatError::BadHeader(format!(
+                    "section {} is present but the shape-bevel flag is not set",
+                    kind.name()
+                ))
+            } else {
+                FormatError::MissingSection(kind.name())
+            });
+        }
+    }
     Ok(Layout {
         version,
         flags,
@@ -414,6 +458,9 @@ pub fn view<'a>(
         maxs: meta.maxs,
         kernel: &super::kernel::EMPTY,
         onion: &super::onion_kernel::EMPTY,
+        // Optional: an absent section is an empty range.
+        shape_bevel_ranges: section(bytes, layout, SectionKind::ShapeBevelRanges)?,
+        shape_bevels: section(bytes, layout, SectionKind::ShapeBevels)?,
     })
 }
 
@@ -509,6 +556,18 @@ pub fn write(world: &WorldData) -> Vec<u8> {
             ),
         ]);
     }
+    if !world.shape_bevel_ranges.is_empty() {
+        bodies.push((
+            SectionKind::ShapeBevelRanges,
+            world.shape_bevel_ranges.len(),
+            bytemuck::cast_slice(&world.shape_bevel_ranges),
+        ));
+        bodies.push((
+            SectionKind::ShapeBevels,
+            world.shape_bevels.len(),
+            bytemuck::cast_slice(&world.shape_bevels),
+        ));
+    }
     let align = |n: usize| n.div_ceil(SECTION_ALIGN) * SECTION_ALIGN;
     let mut out = vec![0u8; align(HEADER_LEN + bodies.len() * SECTION_ENTRY_LEN)];
     for (index, (kind, count, body)) in bodies.iter().enumerate() {
@@ -525,7 +584,10 @@ pub fn write(world: &WorldData) -> Vec<u8> {
     out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
     out[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
     out[16..20].copy_from_slice(&(bodies.len() as u32).to_le_bytes());
-    let flags = if world.info.curves { FLAG_CURVES } else { 0 };
+    let mut flags = if world.info.curves { FLAG_CURVES } else { 0 };
+    if !world.shape_bevel_ranges.is_empty() {
+        flags |= FLAG_SHAPE_BEVELS;
+    }
     out[20..24].copy_from_slice(&flags.to_le_bytes());
     let len = out.len() as u64;
     out[24..32].copy_from_slice(&len.to_le_bytes());

@@ -158,12 +158,13 @@ impl AlignedBytes {
 #[allow(clippy::large_enum_variant)]
 enum Storage {
     /// Compiled just now from a source.
-    Built(WorldData),
+    Built(Box<WorldData>),
     /// A compiled world file, copied or mapped.
     File {
         bytes: FileBytes,
         layout: Layout,
-        meta: FileMeta,
+        // Boxed, as the built world is, to keep the two variants small.
+        meta: Box<FileMeta>,
         kernel: KernelTree,
         onion: OnionKernel,
     },
@@ -261,7 +262,7 @@ impl LoadedWorld {
         data.kernel = kernel::build(&data.view());
         data.onion_kernel = onion_kernel::build(&data.view());
         Ok(Self {
-            storage: Storage::Built(data),
+            storage: Storage::Built(Box::new(data)),
         })
     }
 
@@ -277,7 +278,7 @@ impl LoadedWorld {
             storage: Storage::File {
                 bytes,
                 layout,
-                meta,
+                meta: Box::new(meta),
                 kernel,
                 onion,
             },

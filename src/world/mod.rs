@@ -1,6 +1,7 @@
 //! The immutable compiled world: flat arrays of plain records, indices between
 //! them validated once, read by the kernel without further checks.
 
+pub mod bevels;
 pub mod format;
 pub mod kernel;
 pub mod load;
@@ -8,6 +9,7 @@ pub mod onion_kernel;
 pub mod validate;
 
 use crate::math::{Plane as MathPlane, Vec3};
+pub use bevels::{BevelRange, ShapeBevel};
 use bytemuck::{Pod, Zeroable};
 pub use kernel::{KernelNode, KernelTree};
 pub use onion_kernel::{OnionKernel, OnionNode};
@@ -239,6 +241,10 @@ pub struct WorldData {
     pub kernel: KernelTree,
     /// Derived with the kernel: the hull walk's trees ([`onion_kernel::build`]).
     pub onion_kernel: OnionKernel,
+    /// Extra planes per brush that only shape sweeps read ([`bevels`]);
+    /// both empty when the world has none.
+    pub shape_bevel_ranges: Vec<BevelRange>,
+    pub shape_bevels: Vec<ShapeBevel>,
 }
 
 impl WorldData {
@@ -265,6 +271,8 @@ impl WorldData {
             maxs: self.maxs,
             kernel: &self.kernel,
             onion: &self.onion_kernel,
+            shape_bevel_ranges: &self.shape_bevel_ranges,
+            shape_bevels: &self.shape_bevels,
         }
     }
 
@@ -302,9 +310,21 @@ pub struct World<'a> {
     pub kernel: &'a KernelTree,
     /// The hull walk's trees, or an empty one (it then reads `nodes`).
     pub onion: &'a OnionKernel,
+    /// Per brush, its range in `shape_bevels` (empty: no shape bevels).
+    pub shape_bevel_ranges: &'a [BevelRange],
+    pub shape_bevels: &'a [ShapeBevel],
 }
 
-impl World<'_> {
+impl<'a> World<'a> {
+    /// The shape bevels of brush `b` (none when the world has no such section).
+    #[inline(always)]
+    pub fn shape_bevels_of(&self, b: usize) -> &'a [ShapeBevel] {
+        match self.shape_bevel_ranges.get(b) {
+            Some(r) => &self.shape_bevels[r.first as usize..][..r.count as usize],
+            None => &[],
+        }
+    }
+
     /// This world without its kernel nodes: traces take the reference walk.
     pub fn reference(&self) -> Self {
         World {

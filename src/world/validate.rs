@@ -155,6 +155,7 @@ pub fn validate(world: &World) -> Result<(), FormatError> {
     {
         return Err(invalid("world bounds are not finite".into()));
     }
+    super::bevels::validate(world)?;
     Ok(())
 }
 

@@ -8,11 +8,11 @@
 use anyhow::{anyhow, bail};
 use bspq::contents::CONTENTS_SOLID;
 use bspq::math::{DVec3, Winding, PLANE_SIDE_EPSILON};
-use bspq::trace::TraceQuery;
+use bspq::trace::{Shape, TraceQuery};
 use bspq::world::World;
 use parry3d::math::{Pose, Vector};
 use parry3d::query::{cast_shapes, Ray, RayCast, ShapeCastOptions};
-use parry3d::shape::{Cuboid, TriMesh};
+use parry3d::shape::{Ball, Capsule, ConvexPolyhedron, Cuboid, Cylinder, SharedShape, TriMesh};
 use std::collections::HashMap;
 use std::hint::black_box;
 
@@ -33,8 +33,9 @@ pub struct Baseline {
     pub vertices: usize,
 }
 
-/// One query in parry's terms, converted before timing starts.
-#[derive(Clone, Copy)]
+/// One query in parry's terms, converted before timing starts (shapes,
+/// convex hulls included, are built here, as a physics engine keeps them).
+#[derive(Clone)]
 pub enum ParryQuery {
     /// A ray from `origin` along `dir`; the segment ends at time 1.
     Ray(Ray),
@@ -43,6 +44,13 @@ pub enum ParryQuery {
         pose: Pose,
         motion: Vector,
         shape: Cuboid,
+    },
+    /// A sphere, capsule, cylinder or convex hull posed at its centre
+    /// (axis along z), moving by `motion`.
+    Shape {
+        pose: Pose,
+        motion: Vector,
+        shape: SharedShape,
     },
 }
 
@@ -60,6 +68,11 @@ fn from_glam(p: bspq::math::Vec3) -> Vector {
 impl ParryQuery {
     pub fn new(q: &TraceQuery) -> ParryQuery {
         let motion = from_glam(q.end - q.start);
+        if let Some(shape) = &q.shape {
+            if let Some(query) = Self::shaped(q, shape) {
+                return query;
+            }
+        }
         let centre = q.start + (q.mins + q.maxs) * 0.5;
         if q.mins == q.maxs {
             ParryQuery::Ray(Ray::new(from_glam(centre), motion))
@@ -71,6 +84,43 @@ impl ParryQuery {
                 shape: Cuboid::new(from_glam(half)),
             }
         }
+    }
+}
+
+impl ParryQuery {
+    /// The same shape in parry's terms (`None` for a convex point set parry
+    /// cannot build a hull of).
+    fn shaped(q: &TraceQuery, shape: &Shape) -> Option<ParryQuery> {
+        let centre = from_glam(q.start + shape.centre());
+        let motion = from_glam(q.end - q.start);
+        let at = Pose::from_translation(centre);
+        let (pose, shape) = match shape {
+            Shape::Sphere { radius } => (at, SharedShape::new(Ball::new(*radius))),
+            Shape::Capsule {
+                radius,
+                half_height,
+            } => (at, SharedShape::new(Capsule::new_z(*half_height, *radius))),
+            // parry's cylinder runs along y: a quarter turn about x puts it along z.
+            Shape::Cylinder {
+                radius,
+                half_height,
+            } => (
+                Pose::new(centre, v(std::f32::consts::FRAC_PI_2, 0.0, 0.0)),
+                SharedShape::new(Cylinder::new(*half_height, *radius)),
+            ),
+            Shape::Convex(hull) => {
+                let points: Vec<Vector> = hull.points.iter().map(|p| from_glam(*p)).collect();
+                (
+                    at,
+                    SharedShape::new(ConvexPolyhedron::from_convex_hull(&points)?),
+                )
+            }
+        };
+        Some(ParryQuery::Shape {
+            pose,
+            motion,
+            shape,
+        })
     }
 }
 
@@ -195,6 +245,25 @@ impl Baseline {
                     pose,
                     *motion,
                     shape,
+                    &Pose::IDENTITY,
+                    Vector::ZERO,
+                    &self.mesh,
+                    ShapeCastOptions::with_max_time_of_impact(1.0),
+                )
+                .ok()
+                .flatten();
+                black_box(hit.map(|h| h.normal1));
+                hit.map(|h| h.time_of_impact)
+            }
+            ParryQuery::Shape {
+                pose,
+                motion,
+                shape,
+            } => {
+                let hit = cast_shapes(
+                    pose,
+                    *motion,
+                    shape.as_ref(),
                     &Pose::IDENTITY,
                     Vector::ZERO,
                     &self.mesh,
