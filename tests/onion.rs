@@ -36,7 +36,16 @@ fn hulls() -> Vec<HullSpec> {
 
 fn compile(map: &str, curves: bool, hulls: Vec<HullSpec>) -> LoadedWorld {
     let source = std::fs::read(common::map_path(map)).unwrap();
-    let data = compile_source(&source, map, &CompileOptions { curves, hulls }).unwrap();
+    let data = compile_source(
+        &source,
+        map,
+        &CompileOptions {
+            curves,
+            hulls,
+            ..CompileOptions::default()
+        },
+    )
+    .unwrap();
     LoadedWorld::from_data(data).unwrap()
 }
 

@@ -773,6 +773,8 @@ fn hull_original() -> &'static [u8] {
                 mins: [-15.0, -15.0, -24.0],
                 maxs: [15.0, 15.0, 32.0],
             }],
+            // No shape-bevel sections: the hull sections are then the last ones.
+            shape_bevels: bspq::compile::bevels::BevelOptions::none(),
             ..Default::default()
         };
         format::write(&compile_source(&source, "oa_ctf2", &options).unwrap())

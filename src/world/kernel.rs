@@ -45,7 +45,8 @@ const _: () = assert!(std::mem::size_of::<KernelNode>() == 64);
 /// The derived tree of one world.
 #[derive(Debug, Clone, Default)]
 pub struct KernelTree {
-    /// One per node of the world, same indices.
+    /// One per node of the world, same indices (a child whose subtree's
+    /// leaves all carry the same record points straight at one of them).
     pub nodes: Vec<KernelNode>,
     /// Per brush: its axial box grown by [`CULL_MARGIN`] as `[mins, maxs]`
     /// (infinite when the brush lacks an axial side).
@@ -155,6 +156,13 @@ pub fn build(world: &World) -> KernelTree {
             }
         })
         .collect();
+    // A subtree whose leaves all carry one record (an onion hull's
+    // refinement of one leaf, or empty cells only) lists the same brushes
+    // and patches in the same order as that one leaf, so the walk meets it
+    // as the leaf: rays and boxes walk a world with hulls as they walk the
+    // world without them.
+    let leaf_record = |child: i32| world.leaves[(-1 - child) as usize];
+    let mut uniform: Vec<Option<i32>> = vec![None; nodes.len()];
     for i in (0..nodes.len()).rev() {
         let mut bounds = [[f32::INFINITY; 3], [f32::NEG_INFINITY; 3]];
         for side in 0..2 {
@@ -173,6 +181,18 @@ pub fn build(world: &World) -> KernelTree {
         }
         nodes[i].mins = Vec3A::from_array(bounds[0]);
         nodes[i].maxs = Vec3A::from_array(bounds[1]);
+        let as_leaf = nodes[i]
+            .children
+            .map(|c| if c < 0 { Some(c) } else { uniform[c as usize] });
+        for (child, leaf) in nodes[i].children.iter_mut().zip(as_leaf) {
+            if let Some(leaf) = leaf {
+                *child = leaf;
+            }
+        }
+        uniform[i] = match as_leaf {
+            [Some(a), Some(b)] if leaf_record(a) == leaf_record(b) => Some(a),
+            _ => None,
+        };
     }
     let side_planes = world
         .brush_sides
