@@ -190,7 +190,7 @@ impl From<BatchAnswer> for PackedAnswer {
 
 impl PackedTraces<'_> {
     /// Number of queries, once the array lengths are checked.
-    pub fn len(&self) -> Result<usize, ServiceError> {
+    pub fn count(&self) -> Result<usize, ServiceError> {
         let n = triples("starts", self.starts)?;
         let ends = triples("ends", self.ends)?;
         if n != ends {
@@ -220,7 +220,7 @@ impl PackedTraces<'_> {
 
     /// The batch as query lines (the form HTTP takes; answers are the same).
     pub fn lines(&self) -> Result<Vec<QueryLine>, ServiceError> {
-        Ok((0..self.len()?).map(|i| self.line(i)).collect())
+        Ok((0..self.count()?).map(|i| self.line(i)).collect())
     }
 
     /// Validates every query: the first in full as a line, the rest only
@@ -358,7 +358,7 @@ impl Service {
         world: &str,
         batch: &PackedTraces,
     ) -> Result<PackedAnswer, ServiceError> {
-        let n = batch.len()?;
+        let n = batch.count()?;
         self.check_count(n)?;
         if batch.template.hull.is_some() {
             // Hull names are resolved per world by the line path.

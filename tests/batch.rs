@@ -458,7 +458,7 @@ fn packed_batches_answer_as_lines_do() {
                                 Answer::Trace(t) => Answer::Hit(HitAnswer {
                                     hit: t.fraction < 1.0,
                                 }),
-                                other => other.clone(),
+                                other => *other,
                             })
                             .collect();
                         assert_eq!(got, hits, "{map}: group {i} {shape:?} any-hit");

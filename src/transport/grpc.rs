@@ -100,7 +100,7 @@ pub fn packed(req: &pb::TraceRequest) -> Result<PackedTraces<'_>, ServiceError> 
 /// sent; the answers are the same).
 pub fn trace_lines(req: &pb::TraceRequest, limit: usize) -> Result<Vec<QueryLine>, ServiceError> {
     let batch = packed(req)?;
-    let n = batch.len()?;
+    let n = batch.count()?;
     if n > limit {
         return Err(ServiceError::TooManyQueries { count: n, limit });
     }
