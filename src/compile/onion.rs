@@ -376,23 +376,11 @@ impl Refiner<'_> {
     }
 
     fn choose_split(&self, fragments: &[Fragment]) -> Option<u32> {
-        let mut candidates: Vec<u32> = fragments
+        let candidates: Vec<u32> = fragments
             .iter()
             .flat_map(|f| f.faces.iter().filter(|x| x.candidate).map(|x| x.canon))
             .collect();
-        if candidates.is_empty() {
-            return None;
-        }
-        candidates.sort_unstable();
-        candidates.dedup();
-        if candidates.len() > MAX_CANDIDATES {
-            let step = candidates.len() as f64 / MAX_CANDIDATES as f64;
-            candidates = (0..MAX_CANDIDATES)
-                .map(|k| candidates[(k as f64 * step) as usize])
-                .collect();
-        }
-        let mut best: Option<(i64, u32)> = None;
-        for &c in &candidates {
+        super::tree::best_splitter(candidates, MAX_CANDIDATES, |c| {
             let (mut front, mut back, mut splits) = (0i64, 0i64, 0i64);
             for f in fragments {
                 match self.classify(f, c) {
@@ -406,12 +394,8 @@ impl Refiner<'_> {
             } else {
                 NON_AXIAL_COST
             };
-            let score = SPLIT_COST * splits + (front - back).abs() + cost;
-            if best.is_none_or(|(s, _)| score < s) {
-                best = Some((score, c));
-            }
-        }
-        best.map(|(_, c)| c)
+            SPLIT_COST * splits + (front - back).abs() + cost
+        })
     }
 
     fn classify(&self, f: &Fragment, canon: u32) -> Class {

@@ -251,23 +251,11 @@ impl Builder<'_> {
     /// Picks the canonical plane that best balances the fragments while
     /// cutting the fewest, or `None` when no candidate face is left.
     fn choose_split(&self, fragments: &[Fragment]) -> Option<u32> {
-        let mut candidates: Vec<u32> = fragments
+        let candidates: Vec<u32> = fragments
             .iter()
             .flat_map(|f| f.faces.iter().filter(|x| x.candidate).map(|x| x.canon))
             .collect();
-        if candidates.is_empty() {
-            return None;
-        }
-        candidates.sort_unstable();
-        candidates.dedup();
-        if candidates.len() > MAX_CANDIDATES {
-            let step = candidates.len() as f64 / MAX_CANDIDATES as f64;
-            candidates = (0..MAX_CANDIDATES)
-                .map(|k| candidates[(k as f64 * step) as usize])
-                .collect();
-        }
-        let mut best: Option<(i64, u32)> = None;
-        for &c in &candidates {
+        best_splitter(candidates, MAX_CANDIDATES, |c| {
             let (mut front, mut back, mut splits) = (0i64, 0i64, 0i64);
             for f in fragments {
                 match self.classify(f, c) {
@@ -277,13 +265,8 @@ impl Builder<'_> {
                 }
             }
             let axial = self.world.planes[c as usize].axis < 3;
-            let score =
-                SPLIT_COST * splits + (front - back).abs() + if axial { 0 } else { NON_AXIAL_COST };
-            if best.is_none_or(|(s, _)| score < s) {
-                best = Some((score, c));
-            }
-        }
-        best.map(|(_, c)| c)
+            SPLIT_COST * splits + (front - back).abs() + if axial { 0 } else { NON_AXIAL_COST }
+        })
     }
 
     fn classify(&self, f: &Fragment, canon: u32) -> Class {
@@ -441,4 +424,30 @@ fn file_patches(world: &mut WorldData, patches: &[PatchInput]) {
         leaf.num_patches = list.len() as u32;
         world.leaf_patches.extend_from_slice(list);
     }
+}
+
+/// The candidate plane with the lowest `score` (the first of equal ones),
+/// scoring at most `max_candidates` of them (an even sample when there are
+/// more); `None` when there is no candidate.
+pub(super) fn best_splitter(
+    mut candidates: Vec<u32>,
+    max_candidates: usize,
+    score: impl Fn(u32) -> i64,
+) -> Option<u32> {
+    candidates.sort_unstable();
+    candidates.dedup();
+    if candidates.len() > max_candidates {
+        let step = candidates.len() as f64 / max_candidates as f64;
+        candidates = (0..max_candidates)
+            .map(|k| candidates[(k as f64 * step) as usize])
+            .collect();
+    }
+    let mut best: Option<(i64, u32)> = None;
+    for c in candidates {
+        let s = score(c);
+        if best.is_none_or(|(b, _)| s < b) {
+            best = Some((s, c));
+        }
+    }
+    best.map(|(_, c)| c)
 }
