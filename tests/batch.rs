@@ -374,6 +374,81 @@ fn grazing_moves_match_the_reference_walk() {
     }
 }
 
+/// Moves that cross or skim patches (rays, whose patch hits replace earlier
+/// contacts within a window, and boxes) and swept spheres and capsules that
+/// graze brushes: the fast trace must answer as the reference walk does,
+/// including where it has to hand the query back to the walk.
+#[test]
+fn moves_near_patches_and_shape_grazes_match_the_reference_walk() {
+    use bspq::math::Vec3;
+    use bspq::trace::Shape;
+    for map in MAPS {
+        let loaded = load_world(map, true);
+        let world = loaded.view();
+        let reference = world.reference();
+        let mut rng = Rng(0x51ce_0000 + map.len() as u64);
+        let mut unit = move || (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
+        let mut scratch = Scratch::new();
+        let mut hits = 0;
+        let count = 12_000;
+        for i in 0..count {
+            let (lo, hi) = if !world.patches.is_empty() && i % 2 == 0 {
+                let p = &world.patches[(unit() * world.patches.len() as f32) as usize];
+                (Vec3::from_array(p.mins), Vec3::from_array(p.maxs))
+            } else {
+                let b = &world.brushes[(unit() * world.brushes.len() as f32) as usize];
+                (Vec3::from_array(b.mins), Vec3::from_array(b.maxs))
+            };
+            let pick = |u: Vec3| lo - Vec3::splat(8.0) + (hi - lo + Vec3::splat(16.0)) * u;
+            let start = pick(Vec3::new(unit(), unit(), unit()));
+            let mut end = pick(Vec3::new(unit(), unit(), unit()));
+            if i % 5 == 0 {
+                // Nearly parallel to an axis plane: skims surfaces.
+                let axis = (unit() * 3.0) as usize % 3;
+                end[axis] = start[axis] + (unit() - 0.5) * 0.25;
+            }
+            let mask = if i % 3 == 0 { u32::MAX } else { 1 };
+            let q = match i % 4 {
+                0 => TraceQuery::ray(start, end, mask),
+                1 => TraceQuery::boxed(
+                    start,
+                    end,
+                    Vec3::splat(-15.0),
+                    Vec3::new(15.0, 15.0, 32.0),
+                    mask,
+                ),
+                2 => TraceQuery::shaped(
+                    start,
+                    end,
+                    Shape::Sphere {
+                        radius: 4.0 + unit() * 20.0,
+                    },
+                    mask,
+                ),
+                _ => TraceQuery::shaped(
+                    start,
+                    end,
+                    Shape::Capsule {
+                        radius: 4.0 + unit() * 12.0,
+                        half_height: unit() * 24.0,
+                    },
+                    mask,
+                ),
+            };
+            let want = trace(&reference, &q, &mut scratch);
+            let got = trace(&world, &q, &mut scratch);
+            assert_eq!(bits(&got), bits(&want), "{map}: move {i} {q:?}");
+            assert_eq!(
+                any_hit(&world, &q, &mut scratch),
+                want.fraction < 1.0,
+                "{map}: any-hit {i}"
+            );
+            hits += (want.fraction < 1.0) as usize;
+        }
+        assert!(hits > count / 4, "{map}: only {hits} moves hit");
+    }
+}
+
 /// The service's packed path (what gRPC uses: no line per query) gives the
 /// line path's answers (what HTTP uses) on every committed oracle trace,
 /// as boxes, shapes and any-hit batches, and rejects a bad query with the

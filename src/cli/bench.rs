@@ -100,13 +100,15 @@ fn walk_stats(world: &World, traces: &[TraceQuery], any_hit: bool) -> Vec<Counte
         })
         .collect();
     type Field = (&'static str, fn(&WalkStats) -> u32);
-    let fields: [Field; 6] = [
+    let fields: [Field; 8] = [
         ("nodes", |s| s.nodes),
         ("culled", |s| s.culled),
         ("leaves", |s| s.leaves),
         ("full_leaves", |s| s.full_leaves),
         ("brushes", |s| s.brushes),
         ("patches", |s| s.patches),
+        ("bvh_nodes", |s| s.bvh_nodes),
+        ("fallbacks", |s| s.fallbacks),
     ];
     fields
         .iter()

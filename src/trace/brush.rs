@@ -6,13 +6,67 @@ use crate::math::SURFACE_CLIP_EPSILON;
 use crate::world::{Brush, World};
 use glam::{Vec3A, Vec4};
 
+/// What clipping a move against one brush found, before it is compared
+/// with the best contact so far.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum BrushClip {
+    /// The move never touches the brush.
+    Miss,
+    /// The move starts inside; `gets_out`: it ends outside.
+    Inside { gets_out: bool },
+    /// The move enters through side `side` (index within the brush) at
+    /// `frac` (may be below 0: the caller clamps), before it leaves.
+    Enter { frac: f32, side: usize },
+}
+
 /// Clips the trace against `brush`, updating the result when it is hit
 /// strictly nearer than anything found before (the reference keeps the first
 /// of two equal contacts in its traversal order).
 #[inline]
 pub(crate) fn trace_through_brush(world: &World, brush: &Brush, w: &mut TraceWork) {
+    match clip_brush(world, brush, w) {
+        BrushClip::Miss => {}
+        BrushClip::Inside { gets_out } => {
+            // The start is inside: no contact is reported, only solidity.
+            w.result.startsolid = true;
+            if !gets_out {
+                w.result.allsolid = true;
+                w.result.fraction = 0.0;
+                w.result.contents = brush.contents;
+            }
+        }
+        BrushClip::Enter { frac, side } => {
+            if frac < w.result.fraction {
+                record_contact(world, brush, side, frac, w);
+            }
+        }
+    }
+}
+
+/// Makes side `side` of `brush`, entered at `frac`, the trace's contact.
+#[inline]
+pub(crate) fn record_contact(
+    world: &World,
+    brush: &Brush,
+    side: usize,
+    frac: f32,
+    w: &mut TraceWork,
+) {
+    let side = &world.brush_sides[brush.first_side as usize + side];
+    let plane = &world.planes[side.plane as usize];
+    w.result.fraction = frac.max(0.0);
+    w.result.normal = plane.normal();
+    w.result.dist = plane.dist;
+    w.result.surface_flags = side.surface_flags;
+    w.result.contents = brush.contents;
+}
+
+/// Clips the trace's move against `brush` on its own (nothing found before
+/// is read).
+#[inline]
+pub(crate) fn clip_brush(world: &World, brush: &Brush, w: &TraceWork) -> BrushClip {
     if brush.num_sides == 0 {
-        return;
+        return BrushClip::Miss;
     }
     let first = brush.first_side as usize;
     let count = brush.num_sides as usize;
@@ -22,9 +76,9 @@ pub(crate) fn trace_through_brush(world: &World, brush: &Brush, w: &mut TraceWor
     if packed.len() == world.brush_sides.len() {
         let planes = &packed[first..first + count];
         if w.is_point {
-            clip::<true>(world, brush, w, |k| planes[k]);
+            clip::<true>(count, w, |k| planes[k])
         } else {
-            clip::<false>(world, brush, w, |k| planes[k]);
+            clip::<false>(count, w, |k| planes[k])
         }
     } else {
         let sides = &world.brush_sides[first..first + count];
@@ -33,24 +87,19 @@ pub(crate) fn trace_through_brush(world: &World, brush: &Brush, w: &mut TraceWor
             Vec4::new(p.normal[0], p.normal[1], p.normal[2], p.dist)
         };
         if w.is_point {
-            clip::<true>(world, brush, w, plane);
+            clip::<true>(count, w, plane)
         } else {
-            clip::<false>(world, brush, w, plane);
+            clip::<false>(count, w, plane)
         }
     }
 }
 
-/// The clip itself, reading side `k`'s plane (normal, dist) from `plane`.
-/// `RAY`: the box is a point, so the planes are not shifted (shifting by a
-/// zero offset changes at most the sign of a zero distance, which no test
-/// below can see).
+/// The clip itself over `count` sides, reading side `k`'s plane (normal,
+/// dist) from `plane`. `RAY`: the box is a point, so the planes are not
+/// shifted (shifting by a zero offset changes at most the sign of a zero
+/// distance, which no test below can see).
 #[inline(always)]
-fn clip<const RAY: bool>(
-    world: &World,
-    brush: &Brush,
-    w: &mut TraceWork,
-    plane: impl Fn(usize) -> Vec4,
-) {
+fn clip<const RAY: bool>(count: usize, w: &TraceWork, plane: impl Fn(usize) -> Vec4) -> BrushClip {
     let mut enter_frac: f32 = -1.0;
     let mut leave_frac: f32 = 1.0;
     let mut clip: Option<usize> = None;
@@ -60,7 +109,7 @@ fn clip<const RAY: bool>(
     let end = Vec3A::from(w.end);
     let lower = Vec3A::from(w.lower);
     let upper = Vec3A::from(w.extents);
-    for k in 0..brush.num_sides as usize {
+    for k in 0..count {
         let p = plane(k);
         let normal = Vec3A::from_vec4(p);
         // Shift the plane out by the box's support distance along its normal:
@@ -81,7 +130,7 @@ fn clip<const RAY: bool>(
         // Completely in front of this face (or ending at most 1/8 unit inside
         // its "touch" zone while moving away): the brush cannot be hit.
         if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
-            return;
+            return BrushClip::Miss;
         }
         if d1 <= 0.0 && d2 <= 0.0 {
             continue;
@@ -108,25 +157,14 @@ fn clip<const RAY: bool>(
         }
     }
     if !starts_out {
-        // The start is inside: no contact is reported, only solidity.
-        w.result.startsolid = true;
-        if !gets_out {
-            w.result.allsolid = true;
-            w.result.fraction = 0.0;
-            w.result.contents = brush.contents;
-        }
-        return;
+        return BrushClip::Inside { gets_out };
     }
-    if enter_frac < leave_frac && enter_frac > -1.0 && enter_frac < w.result.fraction {
-        if let Some(k) = clip {
-            let side = &world.brush_sides[brush.first_side as usize + k];
-            let plane = &world.planes[side.plane as usize];
-            w.result.fraction = enter_frac.max(0.0);
-            w.result.normal = plane.normal();
-            w.result.dist = plane.dist;
-            w.result.surface_flags = side.surface_flags;
-            w.result.contents = brush.contents;
-        }
+    match clip {
+        Some(side) if enter_frac < leave_frac && enter_frac > -1.0 => BrushClip::Enter {
+            frac: enter_frac,
+            side,
+        },
+        _ => BrushClip::Miss,
     }
 }
 

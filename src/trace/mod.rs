@@ -15,6 +15,7 @@ mod batch;
 mod brush;
 mod contents;
 pub mod exact;
+mod fast;
 pub mod onion;
 mod patch;
 pub mod shape;
@@ -84,7 +85,7 @@ fn trace_probed<P: tree::Probe>(
         };
     }
     let mut work = TraceWork::new(query);
-    walk(world, &mut work, scratch, probe);
+    walk(world, &mut work, query, scratch, probe);
     work.finish(query)
 }
 
@@ -101,18 +102,46 @@ fn any_hit_probed<P: tree::Probe>(
     }
     let mut work = TraceWork::new(query);
     work.stop_at_any_hit = true;
-    walk(world, &mut work, scratch, probe);
+    walk(world, &mut work, query, scratch, probe);
     work.result.fraction < 1.0
 }
 
+/// Answers a ray or box: moves with the fast trace when the world has the
+/// kernel's hierarchy, falling back to the BSP walk when the answer depends
+/// on the walk's order; position tests with the walk.
 #[inline(always)]
-fn walk<P: tree::Probe>(world: &World, work: &mut TraceWork, scratch: &mut Scratch, probe: &mut P) {
-    scratch.begin(world);
+fn walk<P: tree::Probe>(
+    world: &World,
+    work: &mut TraceWork,
+    query: &TraceQuery,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) {
     if work.is_position_test() {
+        scratch.begin(world);
         tree::position_test(world, work, scratch, probe);
-    } else {
-        tree::trace_tree(world, work, scratch, probe);
+        return;
     }
+    if world.kernel.matches(world) {
+        match fast::search(world, &world.kernel.bvh, work, scratch, probe) {
+            fast::Outcome::Answered(found) => {
+                found.write(&mut work.result);
+                return;
+            }
+            fast::Outcome::Hit => {
+                work.result.fraction = 0.0;
+                return;
+            }
+            fast::Outcome::Undecided => {
+                probe.fallback();
+                let any_hit = work.stop_at_any_hit;
+                *work = TraceWork::new(query);
+                work.stop_at_any_hit = any_hit;
+            }
+        }
+    }
+    scratch.begin(world);
+    tree::trace_tree(world, work, scratch, probe);
 }
 
 /// One brush's contact with a trace, for diagnostics.

@@ -31,14 +31,16 @@ pub(crate) fn trace_through_patch(world: &World, patch: &Patch, w: &mut TraceWor
     }
     let before = w.result.fraction;
     let first = patch.first_facet as usize;
-    let facets = &world.facets[first..first + patch.num_facets as usize];
-    if w.is_point {
-        for facet in facets {
-            trace_point_through_facet(world, facet, w);
-        }
-    } else {
-        for facet in facets {
-            trace_box_through_facet(world, facet, w);
+    for facet in &world.facets[first..first + patch.num_facets as usize] {
+        let hit = if w.is_point {
+            point_facet_hit(world, facet, w, w.result.fraction)
+        } else {
+            box_facet_hit(world, facet, w)
+        };
+        if let Some(hit) = hit.filter(|hit| hit.accepted_after(w.result.fraction)) {
+            w.result.fraction = hit.frac;
+            w.result.normal = hit.normal;
+            w.result.dist = hit.dist;
         }
     }
     if w.result.fraction < before {
@@ -47,8 +49,53 @@ pub(crate) fn trace_through_patch(world: &World, patch: &Patch, w: &mut TraceWor
     }
 }
 
+/// A facet the move hits, found on its own (nothing found before is read).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct FacetHit {
+    /// The fraction the trace would stop at.
+    pub frac: f32,
+    /// The hit replaces a contact at fraction `f` found before when
+    /// `frac < f` (boxes: `at == frac`) or, for rays, when `at <= f` (`at`
+    /// is where the ray crosses the surface plane, past `frac`).
+    pub at: f32,
+    pub normal: Vec3,
+    pub dist: f32,
+    ray: bool,
+}
+
+impl FacetHit {
+    /// Whether this hit replaces a contact at fraction `f`.
+    #[inline(always)]
+    pub fn accepted_after(&self, f: f32) -> bool {
+        if self.ray {
+            self.at <= f
+        } else {
+            self.frac < f
+        }
+    }
+}
+
+/// The facets of `patch` the move hits, in facet order, each on its own.
+/// The caller checks [`bounds_intersect`] first.
+#[inline]
+pub(crate) fn facet_hits<'a>(
+    world: &'a World,
+    patch: &Patch,
+    w: &'a TraceWork,
+) -> impl Iterator<Item = FacetHit> + 'a {
+    let first = patch.first_facet as usize;
+    let facets = &world.facets[first..first + patch.num_facets as usize];
+    facets.iter().filter_map(move |facet| {
+        if w.is_point {
+            point_facet_hit(world, facet, w, 1.0)
+        } else {
+            box_facet_hit(world, facet, w)
+        }
+    })
+}
+
 /// The swept bounds meet the patch's bounds (with the clip epsilon as slack).
-fn bounds_intersect(w: &TraceWork, patch: &Patch) -> bool {
+pub(crate) fn bounds_intersect(w: &TraceWork, patch: &Patch) -> bool {
     let [lo, hi] = w.bounds;
     (0..3).all(|k| {
         (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON
@@ -119,23 +166,19 @@ fn clip_plane(n: Vec3, dist: f32, w: &TraceWork, clip: &mut Clip) -> Option<bool
     Some(false)
 }
 
-fn trace_box_through_facet(world: &World, facet: &Facet, w: &mut TraceWork) {
+fn box_facet_hit(world: &World, facet: &Facet, w: &TraceWork) -> Option<FacetHit> {
     let mut clip = Clip {
         enter: -1.0,
         leave: 1.0,
     };
     let (surface, borders) = shifted_planes(world, facet, w);
     let mut best = None;
-    match clip_plane(surface.0, surface.1, w, &mut clip) {
-        None => return,
-        Some(true) => best = Some(surface),
-        Some(false) => {}
+    if clip_plane(surface.0, surface.1, w, &mut clip)? {
+        best = Some(surface);
     }
     let mut hit_border = None;
     for (j, (n, d)) in borders.enumerate() {
-        let Some(entered) = clip_plane(n, d, w, &mut clip) else {
-            return;
-        };
+        let entered = clip_plane(n, d, w, &mut clip)?;
         if entered {
             hit_border = Some(j);
             best = Some((n, d));
@@ -143,15 +186,19 @@ fn trace_box_through_facet(world: &World, facet: &Facet, w: &mut TraceWork) {
     }
     // The last border is the back of the surface, which is never hit.
     if hit_border.is_some() && hit_border == (facet.num_borders as usize).checked_sub(1) {
-        return;
+        return None;
     }
-    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < w.result.fraction {
-        if let Some((n, d)) = best {
-            w.result.fraction = clip.enter;
-            w.result.normal = n;
-            w.result.dist = d;
-        }
+    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < 1.0 {
+        let (normal, dist) = best?;
+        return Some(FacetHit {
+            frac: clip.enter,
+            at: clip.enter,
+            normal,
+            dist,
+            ray: false,
+        });
     }
+    None
 }
 
 /// How a ray relates to one plane: whether it starts in front, and the
@@ -177,11 +224,13 @@ fn ray_crossing(p: &PatchPlane, w: &TraceWork) -> (bool, f32) {
 
 const NEVER: f32 = 99999.0;
 
-fn trace_point_through_facet(world: &World, facet: &Facet, w: &mut TraceWork) {
+/// A ray's hit on `facet`, if it crosses the surface no later than `limit`
+/// (a crossing past it cannot replace a contact there).
+fn point_facet_hit(world: &World, facet: &Facet, w: &TraceWork, limit: f32) -> Option<FacetHit> {
     let surface = &world.patch_planes[facet.surface_plane as usize];
     let (front, at) = ray_crossing(surface, w);
-    if !front || at > w.result.fraction {
-        return;
+    if !front || at > limit {
+        return None;
     }
     let first = facet.first_border as usize;
     let inside = world.facet_borders[first..first + facet.num_borders as usize]
@@ -195,15 +244,19 @@ fn trace_point_through_facet(world: &World, facet: &Facet, w: &mut TraceWork) {
             }
         });
     if !inside {
-        return;
+        return None;
     }
     let n = normal(surface);
     let offset = dot(w.offset(surface.sign_bits), n);
     let d1 = dot(w.start, n) - surface.plane[3] + offset;
     let d2 = dot(w.end, n) - surface.plane[3] + offset;
-    w.result.fraction = (((d1 as f64 - SURFACE_CLIP_EPSILON) / (d1 - d2) as f64) as f32).max(0.0);
-    w.result.normal = n;
-    w.result.dist = surface.plane[3];
+    Some(FacetHit {
+        frac: (((d1 as f64 - SURFACE_CLIP_EPSILON) / (d1 - d2) as f64) as f32).max(0.0),
+        at,
+        normal: n,
+        dist: surface.plane[3],
+        ray: true,
+    })
 }
 
 /// Whether the box at the trace's start overlaps a facet of `patch`.

@@ -7,6 +7,7 @@
 //! once per shape kind. Boxes and rays never come here: their path stays
 //! specialised.
 
+use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Outcome, Stop};
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
@@ -97,6 +98,18 @@ pub(crate) trait ShapeSweep {
 
 impl<S: Support> ShapeSweep for ShapeWork<S> {
     fn run(&mut self, world: &World, scratch: &mut Scratch) {
+        // Moves take the fast trace first; the tree walk answers position
+        // tests, candidate lists for exact mode, and what the fast trace
+        // leaves undecided.
+        if self.start != self.end && self.collect.is_none() && world.kernel.matches(world) {
+            match fast::search(world, &world.kernel.bvh, self, scratch, &mut ()) {
+                Outcome::Answered(found) => {
+                    found.write(&mut self.result);
+                    return;
+                }
+                Outcome::Hit | Outcome::Undecided => {}
+            }
+        }
         scratch.begin(world);
         if self.start == self.end {
             position_test(world, self, scratch);
@@ -390,9 +403,41 @@ fn shape_planes<'w>(
 /// rules (see [`super::brush::trace_through_brush`], which this mirrors).
 /// Sides come before bevels, so on a tie the side is reported.
 pub(crate) fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, w: &mut ShapeClip) {
+    match clip_brush_alone(world, b, shape, w.start, w.end) {
+        Clipped::Miss => {}
+        Clipped::Inside { gets_out } => {
+            w.result.startsolid = true;
+            if !gets_out {
+                w.result.allsolid = true;
+                w.result.fraction = 0.0;
+                w.result.contents = world.brushes[b].contents;
+            }
+        }
+        Clipped::Enter { frac, contact } => {
+            if frac < w.result.fraction {
+                w.result.fraction = frac;
+                w.result.normal = contact.normal;
+                w.result.dist = contact.dist;
+                w.result.surface_flags = contact.surface_flags;
+                w.result.contents = contact.contents;
+            }
+        }
+    }
+}
+
+/// [`clip_brush`] on its own: what brush `b` does to the move, whatever was
+/// found before.
+#[inline]
+fn clip_brush_alone<S: Support>(
+    world: &World,
+    b: usize,
+    shape: &S,
+    start: Vec3,
+    end: Vec3,
+) -> Clipped {
     let brush = &world.brushes[b];
     if brush.num_sides == 0 {
-        return;
+        return Clipped::Miss;
     }
     let mut enter_frac: f32 = -1.0;
     let mut leave_frac: f32 = 1.0;
@@ -401,8 +446,8 @@ pub(crate) fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, w: &mut
     let mut gets_out = false;
     for (normal, plane_dist, flags) in shape_planes(world, b, brush) {
         let dist = plane_dist + shape.shift(normal);
-        let d1 = w.start.dot(normal) - dist;
-        let d2 = w.end.dot(normal) - dist;
+        let d1 = start.dot(normal) - dist;
+        let d2 = end.dot(normal) - dist;
         if d2 > 0.0 {
             gets_out = true;
         }
@@ -410,7 +455,7 @@ pub(crate) fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, w: &mut
             starts_out = true;
         }
         if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
-            return;
+            return Clipped::Miss;
         }
         if d1 <= 0.0 && d2 <= 0.0 {
             continue;
@@ -430,22 +475,21 @@ pub(crate) fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, w: &mut
         }
     }
     if !starts_out {
-        w.result.startsolid = true;
-        if !gets_out {
-            w.result.allsolid = true;
-            w.result.fraction = 0.0;
-            w.result.contents = brush.contents;
-        }
-        return;
+        return Clipped::Inside { gets_out };
     }
-    if enter_frac < leave_frac && enter_frac > -1.0 && enter_frac < w.result.fraction {
-        if let Some((normal, dist, flags)) = clip {
-            w.result.fraction = enter_frac.max(0.0);
-            w.result.normal = normal;
-            w.result.dist = dist;
-            w.result.surface_flags = flags;
-            w.result.contents = brush.contents;
+    match clip {
+        Some((normal, dist, surface_flags)) if enter_frac < leave_frac && enter_frac > -1.0 => {
+            Clipped::Enter {
+                frac: enter_frac.max(0.0),
+                contact: Contact {
+                    normal,
+                    dist,
+                    surface_flags,
+                    contents: brush.contents,
+                },
+            }
         }
+        _ => Clipped::Miss,
     }
 }
 
@@ -505,23 +549,33 @@ fn patch_normal(p: &PatchPlane) -> Vec3 {
 }
 
 fn trace_through_patch<S: Support>(world: &World, patch: &Patch, w: &mut ShapeWork<S>) {
-    let [lo, hi] = w.bounds;
-    let overlaps = (0..3).all(|k| {
-        (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON
-            && (lo[k] as f64) <= patch.maxs[k] as f64 + SURFACE_CLIP_EPSILON
-    });
-    if !overlaps {
+    if !patch_in_reach(patch, &w.bounds) {
         return;
     }
     let before = w.result.fraction;
     let first = patch.first_facet as usize;
     for facet in &world.facets[first..first + patch.num_facets as usize] {
-        clip_facet(world, facet, w);
+        if let Some((frac, n, d)) = facet_hit(world, facet, &w.shape, w.start, w.end) {
+            if frac < w.result.fraction {
+                w.result.fraction = frac;
+                w.result.normal = n;
+                w.result.dist = d;
+            }
+        }
     }
     if w.result.fraction < before {
         w.result.contents = patch.contents;
         w.result.surface_flags = patch.surface_flags;
     }
+}
+
+/// The swept bounds meet the patch's bounds (with the clip epsilon as slack).
+fn patch_in_reach(patch: &Patch, bounds: &[Vec3; 2]) -> bool {
+    let [lo, hi] = bounds;
+    (0..3).all(|k| {
+        (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON
+            && (lo[k] as f64) <= patch.maxs[k] as f64 + SURFACE_CLIP_EPSILON
+    })
 }
 
 /// The facet's planes as the shape sees them: the surface plane first, then
@@ -582,38 +636,90 @@ fn clip_plane(n: Vec3, dist: f32, start: Vec3, end: Vec3, clip: &mut FacetClip) 
     Some(false)
 }
 
-fn clip_facet<S: Support>(world: &World, facet: &Facet, w: &mut ShapeWork<S>) {
+/// Where the move hits `facet` (fraction, plane normal and distance), on
+/// its own.
+fn facet_hit<S: Support>(
+    world: &World,
+    facet: &Facet,
+    shape: &S,
+    start: Vec3,
+    end: Vec3,
+) -> Option<(f32, Vec3, f32)> {
     let mut clip = FacetClip {
         enter: -1.0,
         leave: 1.0,
     };
-    let (surface, borders) = shifted_facet_planes(world, facet, &w.shape);
+    let (surface, borders) = shifted_facet_planes(world, facet, shape);
     let mut best = None;
-    match clip_plane(surface.0, surface.1, w.start, w.end, &mut clip) {
-        None => return,
-        Some(true) => best = Some(surface),
-        Some(false) => {}
+    if clip_plane(surface.0, surface.1, start, end, &mut clip)? {
+        best = Some(surface);
     }
     let mut hit_border = None;
     for (j, (n, d)) in borders.enumerate() {
-        let Some(entered) = clip_plane(n, d, w.start, w.end, &mut clip) else {
-            return;
-        };
-        if entered {
+        if clip_plane(n, d, start, end, &mut clip)? {
             hit_border = Some(j);
             best = Some((n, d));
         }
     }
     // The last border is the back of the surface, which is never hit.
     if hit_border.is_some() && hit_border == (facet.num_borders as usize).checked_sub(1) {
-        return;
+        return None;
     }
-    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < w.result.fraction {
-        if let Some((n, d)) = best {
-            w.result.fraction = clip.enter;
-            w.result.normal = n;
-            w.result.dist = d;
+    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < 1.0 {
+        let (n, d) = best?;
+        return Some((clip.enter, n, d));
+    }
+    None
+}
+
+/// The fast trace's view of a shape sweep (see [`super::fast`]).
+impl<S: Support> Clipper for ShapeWork<S> {
+    fn segment(&self) -> (Vec3, Vec3, Vec3) {
+        (self.start, self.end, self.half)
+    }
+
+    fn mask(&self) -> u32 {
+        self.mask
+    }
+
+    fn any_hit(&self) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn brush(&self, world: &World, index: usize) -> Clipped {
+        clip_brush_alone(world, index, &self.shape, self.start, self.end)
+    }
+
+    #[inline(always)]
+    fn patch(
+        &self,
+        world: &World,
+        index: usize,
+        mut offer: impl FnMut(FacetContact) -> Result<(), Stop>,
+    ) -> Result<(), Stop> {
+        let patch = &world.patches[index];
+        if !patch_in_reach(patch, &self.bounds) {
+            return Ok(());
         }
+        let first = patch.first_facet as usize;
+        for facet in &world.facets[first..first + patch.num_facets as usize] {
+            if let Some((frac, normal, dist)) =
+                facet_hit(world, facet, &self.shape, self.start, self.end)
+            {
+                offer(FacetContact {
+                    frac,
+                    window: frac,
+                    contact: Contact {
+                        normal,
+                        dist,
+                        surface_flags: patch.surface_flags,
+                        contents: patch.contents,
+                    },
+                })?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -22,6 +22,12 @@ pub struct WalkStats {
     pub patches: u32,
     /// Of the nodes, those left at once: nothing below near the swept box.
     pub culled: u32,
+    /// Nodes of the kernel's bounding-volume hierarchy the fast trace tested
+    /// (four children each).
+    pub bvh_nodes: u32,
+    /// 1 when the fast trace left the answer to the BSP walk (it depended
+    /// on the visit order), else 0.
+    pub fallbacks: u32,
 }
 
 /// Counting hooks of the walk: `()` counts nothing and compiles away.
@@ -31,6 +37,8 @@ pub(crate) trait Probe {
     fn brush(&mut self) {}
     fn patch(&mut self) {}
     fn culled(&mut self) {}
+    fn bvh_node(&mut self) {}
+    fn fallback(&mut self) {}
 }
 
 impl Probe for () {}
@@ -56,6 +64,14 @@ impl Probe for WalkStats {
     #[inline(always)]
     fn culled(&mut self) {
         self.culled += 1;
+    }
+    #[inline(always)]
+    fn bvh_node(&mut self) {
+        self.bvh_nodes += 1;
+    }
+    #[inline(always)]
+    fn fallback(&mut self) {
+        self.fallbacks += 1;
     }
 }
 

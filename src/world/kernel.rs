@@ -15,6 +15,7 @@
 //! writes anything, see `trace::brush`); brushes without all six, and
 //! patches, get unbounded boxes and are never skipped.
 
+use super::bvh::Bvh;
 use super::World;
 use glam::{Vec3A, Vec4};
 
@@ -54,6 +55,9 @@ pub struct KernelTree {
     /// Per brush side (same indices as the world's): its plane's normal in
     /// `xyz` and distance in `w`, so a brush clip reads one array.
     pub side_planes: Vec<Vec4>,
+    /// The brushes and patches in a four-wide bounding-volume hierarchy, for
+    /// the fast trace ([`super::bvh`]).
+    pub bvh: Bvh,
 }
 
 /// The tree of a world not (yet) given one: the kernel walks the file's nodes.
@@ -61,6 +65,7 @@ pub static EMPTY: KernelTree = KernelTree {
     nodes: Vec::new(),
     brush_bounds: Vec::new(),
     side_planes: Vec::new(),
+    bvh: Bvh::EMPTY,
 };
 
 impl KernelTree {
@@ -202,10 +207,12 @@ pub fn build(world: &World) -> KernelTree {
             Vec4::new(p.normal[0], p.normal[1], p.normal[2], p.dist)
         })
         .collect();
+    let bvh = super::bvh::build(world, &brush_bounds);
     KernelTree {
         nodes,
         brush_bounds,
         side_planes,
+        bvh,
     }
 }
 

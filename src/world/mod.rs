@@ -2,6 +2,7 @@
 //! them validated once, read by the kernel without further checks.
 
 pub mod bevels;
+pub mod bvh;
 pub mod format;
 pub mod kernel;
 pub mod load;

@@ -1,0 +1,435 @@
+//! The fast trace of moves (rays, boxes and plane-shifted shapes): find the
+//! brushes and patches near the move with the kernel's bounding-volume
+//! hierarchy ([`crate::world::bvh`]), clip each on its own, and keep the
+//! nearest contact.
+//!
+//! The BSP walk ([`super::tree`], [`super::sweep`]) answers in the
+//! reference's visit order, and that order decides only in a few cases: two
+//! contacts at the same fraction (the first found wins); a contact at
+//! fraction 0 or a brush the whole move lies inside (the walk stops there,
+//! so what it met before or would meet after depends on the order); and a
+//! ray's patch hit, which replaces an earlier contact when the ray
+//! *crosses* the patch no later than it (a window of 1/8 unit past the hit's
+//! fraction). Everything else is order-free: the nearest contact wins in
+//! every order when its window ends before any other contact's fraction.
+//! So the search clips candidates in any order, keeps the nearest and the
+//! runner-up, and answers when the order cannot matter (also a move inside
+//! brushes of one contents that touches nothing else); otherwise it says
+//! [`Outcome::Undecided`] and the caller asks the walk. The answers are the
+//! walk's, bit for bit (tested on every committed oracle query and on
+//! grazing moves).
+//!
+//! Why no candidate is missed: a brush or patch can only be touched by a
+//! centre inside its cull box grown by the moving shape's half-size (see
+//! [`crate::world::kernel`]), and no contact's fraction is below the
+//! fraction where the move enters that grown box, so subtrees entered past
+//! the current window's end hold nothing that could change the answer.
+
+use super::brush::{clip_brush, BrushClip};
+use super::patch::{bounds_intersect, facet_hits};
+use super::tree::Probe;
+use super::work::{Scratch, TraceResult, TraceWork};
+use crate::math::Vec3;
+use crate::world::bvh::{Bvh, BvhNode, PATCH, PRIMITIVE, WIDTH};
+use crate::world::World;
+use glam::Vec4;
+
+/// What the fast trace could tell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Outcome {
+    /// The answer, the same in every visit order.
+    Answered(Found),
+    /// Any-hit: something in the mask is touched.
+    Hit,
+    /// The answer depends on the visit order: ask the BSP walk.
+    Undecided,
+}
+
+/// A contact's report: the plane hit and what it belongs to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Contact {
+    pub normal: Vec3,
+    pub dist: f32,
+    pub surface_flags: u32,
+    pub contents: u32,
+}
+
+/// What one brush does to the move, clipped on its own.
+pub(crate) enum Clipped {
+    Miss,
+    /// The move starts inside; `gets_out`: it ends outside.
+    Inside {
+        gets_out: bool,
+    },
+    /// The move enters at `frac` (at least 0) through `contact`'s plane.
+    Enter {
+        frac: f32,
+        contact: Contact,
+    },
+}
+
+/// A patch facet's hit: the fraction, the end of its window (see the module
+/// notes; `frac` but for rays) and the plane.
+pub(crate) struct FacetContact {
+    pub frac: f32,
+    pub window: f32,
+    pub contact: Contact,
+}
+
+/// One kind of move (a box or ray, or a swept shape) as the fast trace sees
+/// it: where it goes and how it clips one brush or patch on its own.
+pub(crate) trait Clipper {
+    /// Start and end of the traced centre, and the half-size of the box
+    /// around it that bounds the moving shape.
+    fn segment(&self) -> (Vec3, Vec3, Vec3);
+    fn mask(&self) -> u32;
+    fn any_hit(&self) -> bool;
+    fn brush(&self, world: &World, index: usize) -> Clipped;
+    /// Calls `offer` with each facet of patch `index` the move hits.
+    fn patch(
+        &self,
+        world: &World,
+        index: usize,
+        offer: impl FnMut(FacetContact) -> Result<(), Stop>,
+    ) -> Result<(), Stop>;
+}
+
+/// What the search found, when every order gives the same answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Found {
+    /// The nearest contact and its fraction.
+    contact: Option<(f32, Contact)>,
+    startsolid: bool,
+    /// The contents of the brushes the whole move lies inside, if any.
+    allsolid: Option<u32>,
+}
+
+impl Found {
+    /// Writes the answer's fields (all but `endpos`) into a fresh result.
+    pub fn write(&self, result: &mut TraceResult) {
+        result.startsolid = self.startsolid;
+        if let Some(contents) = self.allsolid {
+            result.allsolid = true;
+            result.fraction = 0.0;
+            result.contents = contents;
+        } else if let Some((frac, c)) = self.contact {
+            result.fraction = frac;
+            result.normal = c.normal;
+            result.dist = c.dist;
+            result.surface_flags = c.surface_flags;
+            result.contents = c.contents;
+        }
+    }
+}
+
+struct Search {
+    /// The nearest contact's fraction (1: none yet) ...
+    frac: f32,
+    /// ... the end of its window (where a later-found ray patch hit would
+    /// still replace it; `frac` for everything else) ...
+    window: f32,
+    contact: Option<Contact>,
+    /// ... and the nearest fraction of any other contact.
+    runner_up: f32,
+    startsolid: bool,
+    allsolid: Option<u32>,
+}
+
+/// Why the search stopped before the end.
+pub(crate) enum Stop {
+    Undecided,
+    Hit,
+}
+
+impl Search {
+    /// Takes a contact at `frac` with its window ending at `window`.
+    #[inline(always)]
+    fn offer(&mut self, frac: f32, window: f32, contact: Contact) -> Result<(), Stop> {
+        if self.allsolid.is_some() {
+            // Whether the walk met this contact before the all-solid brush
+            // (its plane stays in the answer) depends on the order.
+            return Err(Stop::Undecided);
+        }
+        if frac < self.frac {
+            if window > self.window {
+                // Its window reaches past where the search stopped looking.
+                return Err(Stop::Undecided);
+            }
+            self.runner_up = self.runner_up.min(self.frac);
+            self.frac = frac;
+            self.window = window;
+            self.contact = Some(contact);
+        } else {
+            self.runner_up = self.runner_up.min(frac);
+        }
+        Ok(())
+    }
+
+    /// Takes a brush the whole move lies inside, with these contents.
+    #[inline(always)]
+    fn all_solid(&mut self, contents: u32) -> Result<(), Stop> {
+        // The walk stops at the first such brush: its contents are the
+        // answer's, and so is whatever contact it met before.
+        if self.frac < 1.0 || self.allsolid.is_some_and(|c| c != contents) {
+            return Err(Stop::Undecided);
+        }
+        self.allsolid = Some(contents);
+        self.startsolid = true;
+        Ok(())
+    }
+
+    /// Whether every visit order gives the same answer.
+    fn decided(&self) -> bool {
+        if self.contact.is_none() {
+            // No contact: at most starts or lies inside, the same in any order.
+            return true;
+        }
+        // The nearest contact wins in any order when its window ends before
+        // every other contact; at fraction 0 the walk stops there, so
+        // whether it met a brush the move starts inside would depend on
+        // the order.
+        self.window < self.runner_up && !(self.frac == 0.0 && self.startsolid)
+    }
+}
+
+/// The per-query constants of the slab test, one splat per axis: a child's
+/// bounds grown by the box are entered at `(min - low) * inv` and
+/// `(max - high) * inv`.
+struct Ray {
+    low: [Vec4; 3],
+    high: [Vec4; 3],
+    inv: [Vec4; 3],
+}
+
+impl Ray {
+    fn new(start: Vec3, end: Vec3, half: Vec3) -> Self {
+        let dir = end - start;
+        // A zero component never crosses a slab: a huge finite reciprocal
+        // keeps (bound - origin) * inv free of 0 * inf.
+        let inv = dir.to_array().map(|d| {
+            let r = 1.0 / d;
+            if r.is_finite() {
+                r
+            } else {
+                1e30f32.copysign(d)
+            }
+        });
+        let start = start.to_array();
+        let half = half.to_array();
+        Ray {
+            low: [0, 1, 2].map(|k| Vec4::splat(start[k] + half[k])),
+            high: [0, 1, 2].map(|k| Vec4::splat(start[k] - half[k])),
+            inv: [0, 1, 2].map(|k| Vec4::splat(inv[k])),
+        }
+    }
+
+    /// Per lane, the fraction where the move enters the child's grown
+    /// bounds, and a bitmask of the children it enters no later than `limit`.
+    #[inline(always)]
+    fn enter(&self, node: &BvhNode, limit: f32) -> (Vec4, u32) {
+        let mut near = Vec4::ZERO;
+        let mut far = Vec4::splat(limit);
+        for k in 0..3 {
+            let a = (node.min[k] - self.low[k]) * self.inv[k];
+            let b = (node.max[k] - self.high[k]) * self.inv[k];
+            near = near.max(a.min(b));
+            far = far.min(a.max(b));
+        }
+        (near, near.cmple(far).bitmask())
+    }
+}
+
+/// Searches the kernel's hierarchy for what the move (not a position test)
+/// touches.
+pub(crate) fn search<C: Clipper, P: Probe>(
+    world: &World,
+    bvh: &Bvh,
+    clipper: &C,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) -> Outcome {
+    let mut search = Search {
+        frac: 1.0,
+        window: 1.0,
+        contact: None,
+        runner_up: 1.0,
+        startsolid: false,
+        allsolid: None,
+    };
+    let mut stack = std::mem::take(&mut scratch.bvh_stack);
+    let stop = run(world, bvh, clipper, &mut search, &mut stack, probe);
+    scratch.bvh_stack = stack;
+    match stop {
+        Err(Stop::Undecided) => Outcome::Undecided,
+        Err(Stop::Hit) => Outcome::Hit,
+        Ok(()) if !search.decided() => Outcome::Undecided,
+        Ok(()) => Outcome::Answered(Found {
+            contact: search.contact.map(|c| (search.frac, c)),
+            startsolid: search.startsolid,
+            allsolid: search.allsolid,
+        }),
+    }
+}
+
+/// The search proper: the unbounded primitives, then the tree, nearest
+/// child first.
+#[inline(always)]
+fn run<C: Clipper, P: Probe>(
+    world: &World,
+    bvh: &Bvh,
+    clipper: &C,
+    search: &mut Search,
+    stack: &mut Vec<(u32, f32)>,
+    probe: &mut P,
+) -> Result<(), Stop> {
+    for &reference in &bvh.unbounded {
+        primitive(world, reference, clipper, search, probe)?;
+    }
+    if bvh.nodes.is_empty() {
+        return Ok(());
+    }
+    let (start, end, half) = clipper.segment();
+    let ray = Ray::new(start, end, half);
+    let mask = clipper.mask();
+    stack.clear();
+    stack.push((0, 0.0));
+    while let Some((child, near)) = stack.pop() {
+        if near > search.window {
+            continue;
+        }
+        if child & PRIMITIVE != 0 {
+            primitive(world, child, clipper, search, probe)?;
+            continue;
+        }
+        probe.bvh_node();
+        let node = &bvh.nodes[child as usize];
+        let (near, mut hits) = ray.enter(node, search.window);
+        for (slot, &contents) in node.contents.iter().enumerate() {
+            hits &= !(((contents & mask == 0) as u32) << slot);
+        }
+        // Push farthest first, so the nearest child is visited next.
+        let near = near.to_array();
+        let mut order = [(0.0f32, 0u32); WIDTH];
+        let mut count = 0;
+        while hits != 0 {
+            let slot = hits.trailing_zeros() as usize;
+            hits &= hits - 1;
+            let entry = (near[slot], node.children[slot]);
+            let mut i = count;
+            while i > 0 && order[i - 1].0 < entry.0 {
+                order[i] = order[i - 1];
+                i -= 1;
+            }
+            order[i] = entry;
+            count += 1;
+        }
+        for &(t, c) in &order[..count] {
+            stack.push((c, t));
+        }
+    }
+    Ok(())
+}
+
+/// Clips one primitive and offers what it finds.
+#[inline(always)]
+fn primitive<C: Clipper, P: Probe>(
+    world: &World,
+    reference: u32,
+    clipper: &C,
+    search: &mut Search,
+    probe: &mut P,
+) -> Result<(), Stop> {
+    let index = (reference & !(PRIMITIVE | PATCH)) as usize;
+    let any_hit = clipper.any_hit();
+    if reference & PATCH == 0 {
+        if world.brushes[index].contents & clipper.mask() == 0 {
+            return Ok(());
+        }
+        probe.brush();
+        match clipper.brush(world, index) {
+            Clipped::Miss => Ok(()),
+            Clipped::Inside { gets_out: true } => {
+                search.startsolid = true;
+                Ok(())
+            }
+            Clipped::Inside { gets_out: false } if any_hit => Err(Stop::Hit),
+            Clipped::Inside { gets_out: false } => search.all_solid(world.brushes[index].contents),
+            Clipped::Enter { .. } if any_hit => Err(Stop::Hit),
+            Clipped::Enter { frac, contact } => search.offer(frac, frac, contact),
+        }
+    } else {
+        if world.patches[index].contents & clipper.mask() == 0 {
+            return Ok(());
+        }
+        probe.patch();
+        clipper.patch(world, index, |hit| {
+            if any_hit {
+                return Err(Stop::Hit);
+            }
+            search.offer(hit.frac, hit.window, hit.contact)
+        })
+    }
+}
+
+/// Rays and boxes.
+impl Clipper for TraceWork {
+    fn segment(&self) -> (Vec3, Vec3, Vec3) {
+        (self.start, self.end, self.extents)
+    }
+
+    fn mask(&self) -> u32 {
+        self.mask
+    }
+
+    fn any_hit(&self) -> bool {
+        self.stop_at_any_hit
+    }
+
+    #[inline(always)]
+    fn brush(&self, world: &World, index: usize) -> Clipped {
+        let brush = &world.brushes[index];
+        match clip_brush(world, brush, self) {
+            BrushClip::Miss => Clipped::Miss,
+            BrushClip::Inside { gets_out } => Clipped::Inside { gets_out },
+            BrushClip::Enter { frac, side } => {
+                let side = &world.brush_sides[brush.first_side as usize + side];
+                let plane = &world.planes[side.plane as usize];
+                Clipped::Enter {
+                    frac: frac.max(0.0),
+                    contact: Contact {
+                        normal: plane.normal(),
+                        dist: plane.dist,
+                        surface_flags: side.surface_flags,
+                        contents: brush.contents,
+                    },
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn patch(
+        &self,
+        world: &World,
+        index: usize,
+        mut offer: impl FnMut(FacetContact) -> Result<(), Stop>,
+    ) -> Result<(), Stop> {
+        let patch = &world.patches[index];
+        if !bounds_intersect(self, patch) {
+            return Ok(());
+        }
+        for hit in facet_hits(world, patch, self) {
+            offer(FacetContact {
+                frac: hit.frac,
+                window: hit.at,
+                contact: Contact {
+                    normal: hit.normal,
+                    dist: hit.dist,
+                    surface_flags: patch.surface_flags,
+                    contents: patch.contents,
+                },
+            })?;
+        }
+        Ok(())
+    }
+}
