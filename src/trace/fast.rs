@@ -11,7 +11,9 @@
 //! ray's patch hit, which replaces an earlier contact when the ray
 //! *crosses* the patch no later than it (a window of 1/8 unit past the hit's
 //! fraction). Everything else is order-free: the nearest contact wins in
-//! every order when its window ends before any other contact's fraction.
+//! every order when its window ends before any other contact's fraction,
+//! and so does a tie between contacts that report the same plane, flags and
+//! contents (a floor made of several brushes).
 //! So the search clips candidates in any order, keeps the nearest and the
 //! runner-up, and answers when the order cannot matter (also a move inside
 //! brushes of one contents that touches nothing else); otherwise it says
@@ -26,13 +28,13 @@
 //! the current window's end hold nothing that could change the answer.
 
 use super::brush::{clip_brush, BrushClip};
-use super::patch::{bounds_intersect, facet_hits};
+use super::patch::{bounds_intersect, facet_hit, facet_hits};
 use super::tree::Probe;
 use super::work::{Scratch, TraceResult, TraceWork};
 use crate::math::Vec3;
-use crate::world::bvh::{Bvh, BvhNode, PATCH, PRIMITIVE, WIDTH};
+use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
 use crate::world::World;
-use glam::Vec4;
+use glam::{UVec4, Vec4};
 
 /// What the fast trace could tell.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,6 +54,17 @@ pub(crate) struct Contact {
     pub dist: f32,
     pub surface_flags: u32,
     pub contents: u32,
+}
+
+impl Contact {
+    /// The same answer fields, bit for bit.
+    #[inline(always)]
+    fn same_report(&self, other: &Contact) -> bool {
+        self.normal.to_array().map(f32::to_bits) == other.normal.to_array().map(f32::to_bits)
+            && self.dist.to_bits() == other.dist.to_bits()
+            && self.surface_flags == other.surface_flags
+            && self.contents == other.contents
+    }
 }
 
 /// What one brush does to the move, clipped on its own.
@@ -84,7 +97,14 @@ pub(crate) trait Clipper {
     fn segment(&self) -> (Vec3, Vec3, Vec3);
     fn mask(&self) -> u32;
     fn any_hit(&self) -> bool;
+    /// Whether a patch hit found later can replace a nearer contact (rays:
+    /// see the module notes); then the patch tree is searched to the end
+    /// of the move.
+    fn patch_hits_reach_back(&self) -> bool;
     fn brush(&self, world: &World, index: usize) -> Clipped;
+    /// The hit on facet `facet` of patch `patch`, if any; one that stops
+    /// past `limit` may be left out (it cannot change the answer).
+    fn facet(&self, world: &World, patch: usize, facet: usize, limit: f32) -> Option<FacetContact>;
     /// Calls `offer` with each facet of patch `index` the move hits.
     fn patch(
         &self,
@@ -159,10 +179,21 @@ impl Search {
             self.frac = frac;
             self.window = window;
             self.contact = Some(contact);
-        } else {
+        } else if !self.is_twin(frac, window, &contact) {
             self.runner_up = self.runner_up.min(frac);
         }
         Ok(())
+    }
+
+    /// Whether a contact ties with the nearest one and reports the same
+    /// plane, flags and contents: then it does not matter which of the two
+    /// the walk meets first (a floor of several brushes, say).
+    #[inline(always)]
+    fn is_twin(&self, frac: f32, window: f32, contact: &Contact) -> bool {
+        frac == self.frac
+            && window == frac
+            && self.window == self.frac
+            && self.contact.is_some_and(|c| c.same_report(contact))
     }
 
     /// Takes a brush the whole move lies inside, with these contents.
@@ -256,9 +287,20 @@ pub(crate) fn search<C: Clipper, P: Probe>(
         startsolid: false,
         allsolid: None,
     };
-    let mut stack = std::mem::take(&mut scratch.bvh_stack);
-    let stop = run(world, bvh, clipper, &mut search, &mut stack, probe);
-    scratch.bvh_stack = stack;
+    // Sized once per world; indexed with a local top, which stays in a
+    // register (a Vec's length would be written back on every push).
+    let depth = bvh.stack_depth + WIDTH;
+    if scratch.bvh_stack.len() < depth {
+        scratch.bvh_stack.resize(depth, (0, 0.0));
+    }
+    let stop = run(
+        world,
+        bvh,
+        clipper,
+        &mut search,
+        &mut scratch.bvh_stack,
+        probe,
+    );
     match stop {
         Err(Stop::Undecided) => Outcome::Undecided,
         Err(Stop::Hit) => Outcome::Hit,
@@ -271,7 +313,7 @@ pub(crate) fn search<C: Clipper, P: Probe>(
     }
 }
 
-/// The search proper: the unbounded primitives, then the tree, nearest
+/// The search proper: the unbounded primitives, then each tree, nearest
 /// child first.
 #[inline(always)]
 fn run<C: Clipper, P: Probe>(
@@ -279,34 +321,75 @@ fn run<C: Clipper, P: Probe>(
     bvh: &Bvh,
     clipper: &C,
     search: &mut Search,
-    stack: &mut Vec<(u32, f32)>,
+    stack: &mut [(u32, f32)],
     probe: &mut P,
 ) -> Result<(), Stop> {
     for &reference in &bvh.unbounded {
-        primitive(world, reference, clipper, search, probe)?;
-    }
-    if bvh.nodes.is_empty() {
-        return Ok(());
+        primitive(world, bvh, reference, clipper, search, probe)?;
     }
     let (start, end, half) = clipper.segment();
     let ray = Ray::new(start, end, half);
+    let all_patches = clipper.patch_hits_reach_back();
+    walk(
+        world,
+        bvh,
+        &bvh.brushes,
+        false,
+        &ray,
+        clipper,
+        search,
+        stack,
+        probe,
+    )?;
+    walk(
+        world,
+        bvh,
+        &bvh.patches,
+        all_patches,
+        &ray,
+        clipper,
+        search,
+        stack,
+        probe,
+    )
+}
+
+/// Searches one tree; `to_the_end`: to the end of the move, not only to the
+/// end of the nearest contact's window.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn walk<C: Clipper, P: Probe>(
+    world: &World,
+    bvh: &Bvh,
+    nodes: &[BvhNode],
+    to_the_end: bool,
+    ray: &Ray,
+    clipper: &C,
+    search: &mut Search,
+    stack: &mut [(u32, f32)],
+    probe: &mut P,
+) -> Result<(), Stop> {
+    if nodes.is_empty() {
+        return Ok(());
+    }
     let mask = clipper.mask();
-    stack.clear();
-    stack.push((0, 0.0));
-    while let Some((child, near)) = stack.pop() {
-        if near > search.window {
+    let limit = |search: &Search| if to_the_end { 1.0 } else { search.window };
+    stack[0] = (0, 0.0);
+    let mut top = 1;
+    while top > 0 {
+        top -= 1;
+        let (child, near) = stack[top];
+        if near > limit(search) {
             continue;
         }
         if child & PRIMITIVE != 0 {
-            primitive(world, child, clipper, search, probe)?;
+            primitive(world, bvh, child, clipper, search, probe)?;
             continue;
         }
         probe.bvh_node();
-        let node = &bvh.nodes[child as usize];
-        let (near, mut hits) = ray.enter(node, search.window);
-        for (slot, &contents) in node.contents.iter().enumerate() {
-            hits &= !(((contents & mask == 0) as u32) << slot);
-        }
+        let node = &nodes[child as usize];
+        let (near, hits) = ray.enter(node, limit(search));
+        let mut hits = hits & lanes_in_mask(&node.contents, mask);
         // Push farthest first, so the nearest child is visited next.
         let near = near.to_array();
         let mut order = [(0.0f32, 0u32); WIDTH];
@@ -324,24 +407,35 @@ fn run<C: Clipper, P: Probe>(
             count += 1;
         }
         for &(t, c) in &order[..count] {
-            stack.push((c, t));
+            stack[top] = (c, t);
+            top += 1;
         }
     }
     Ok(())
+}
+
+/// A bitmask of the lanes whose contents meet `mask` (four lanes at once:
+/// LLVM turns this into one vector AND, compare and move-mask).
+#[inline(always)]
+fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
+    (UVec4::from_array(*contents) & UVec4::splat(mask))
+        .cmpne(UVec4::ZERO)
+        .bitmask()
 }
 
 /// Clips one primitive and offers what it finds.
 #[inline(always)]
 fn primitive<C: Clipper, P: Probe>(
     world: &World,
+    bvh: &Bvh,
     reference: u32,
     clipper: &C,
     search: &mut Search,
     probe: &mut P,
 ) -> Result<(), Stop> {
-    let index = (reference & !(PRIMITIVE | PATCH)) as usize;
+    let index = (reference & INDEX) as usize;
     let any_hit = clipper.any_hit();
-    if reference & PATCH == 0 {
+    if reference & (PATCH | FACET) == 0 {
         if world.brushes[index].contents & clipper.mask() == 0 {
             return Ok(());
         }
@@ -356,6 +450,17 @@ fn primitive<C: Clipper, P: Probe>(
             Clipped::Inside { gets_out: false } => search.all_solid(world.brushes[index].contents),
             Clipped::Enter { .. } if any_hit => Err(Stop::Hit),
             Clipped::Enter { frac, contact } => search.offer(frac, frac, contact),
+        }
+    } else if reference & FACET != 0 {
+        let patch = bvh.facet_patch[index] as usize;
+        if world.patches[patch].contents & clipper.mask() == 0 {
+            return Ok(());
+        }
+        probe.patch();
+        match clipper.facet(world, patch, index, search.window) {
+            None => Ok(()),
+            Some(_) if any_hit => Err(Stop::Hit),
+            Some(hit) => search.offer(hit.frac, hit.window, hit.contact),
         }
     } else {
         if world.patches[index].contents & clipper.mask() == 0 {
@@ -383,6 +488,29 @@ impl Clipper for TraceWork {
 
     fn any_hit(&self) -> bool {
         self.stop_at_any_hit
+    }
+
+    fn patch_hits_reach_back(&self) -> bool {
+        self.is_point
+    }
+
+    #[inline(always)]
+    fn facet(&self, world: &World, patch: usize, facet: usize, limit: f32) -> Option<FacetContact> {
+        let patch = &world.patches[patch];
+        if !bounds_intersect(self, patch) {
+            return None;
+        }
+        let hit = facet_hit(world, &world.facets[facet], self, limit)?;
+        Some(FacetContact {
+            frac: hit.frac,
+            window: hit.at,
+            contact: Contact {
+                normal: hit.normal,
+                dist: hit.dist,
+                surface_flags: patch.surface_flags,
+                contents: patch.contents,
+            },
+        })
     }
 
     #[inline(always)]

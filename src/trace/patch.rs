@@ -33,7 +33,7 @@ pub(crate) fn trace_through_patch(world: &World, patch: &Patch, w: &mut TraceWor
     let first = patch.first_facet as usize;
     for facet in &world.facets[first..first + patch.num_facets as usize] {
         let hit = if w.is_point {
-            point_facet_hit(world, facet, w, w.result.fraction)
+            point_facet_hit(world, facet, w, w.result.fraction, 1.0)
         } else {
             box_facet_hit(world, facet, w)
         };
@@ -75,6 +75,22 @@ impl FacetHit {
     }
 }
 
+/// The move's hit on one facet, on its own, if it stops no later than
+/// `stop_limit` (a ray's hit past it is not looked at closely).
+#[inline]
+pub(crate) fn facet_hit(
+    world: &World,
+    facet: &Facet,
+    w: &TraceWork,
+    stop_limit: f32,
+) -> Option<FacetHit> {
+    if w.is_point {
+        point_facet_hit(world, facet, w, 1.0, stop_limit)
+    } else {
+        box_facet_hit(world, facet, w)
+    }
+}
+
 /// The facets of `patch` the move hits, in facet order, each on its own.
 /// The caller checks [`bounds_intersect`] first.
 #[inline]
@@ -85,13 +101,9 @@ pub(crate) fn facet_hits<'a>(
 ) -> impl Iterator<Item = FacetHit> + 'a {
     let first = patch.first_facet as usize;
     let facets = &world.facets[first..first + patch.num_facets as usize];
-    facets.iter().filter_map(move |facet| {
-        if w.is_point {
-            point_facet_hit(world, facet, w, 1.0)
-        } else {
-            box_facet_hit(world, facet, w)
-        }
-    })
+    facets
+        .iter()
+        .filter_map(move |facet| facet_hit(world, facet, w, 1.0))
 }
 
 /// The swept bounds meet the patch's bounds (with the clip epsilon as slack).
@@ -225,11 +237,26 @@ fn ray_crossing(p: &PatchPlane, w: &TraceWork) -> (bool, f32) {
 const NEVER: f32 = 99999.0;
 
 /// A ray's hit on `facet`, if it crosses the surface no later than `limit`
-/// (a crossing past it cannot replace a contact there).
-fn point_facet_hit(world: &World, facet: &Facet, w: &TraceWork, limit: f32) -> Option<FacetHit> {
+/// (a crossing past it cannot replace a contact there) and stops no later
+/// than `stop_limit`.
+fn point_facet_hit(
+    world: &World,
+    facet: &Facet,
+    w: &TraceWork,
+    limit: f32,
+    stop_limit: f32,
+) -> Option<FacetHit> {
     let surface = &world.patch_planes[facet.surface_plane as usize];
     let (front, at) = ray_crossing(surface, w);
     if !front || at > limit {
+        return None;
+    }
+    let n = normal(surface);
+    let offset = dot(w.offset(surface.sign_bits), n);
+    let d1 = dot(w.start, n) - surface.plane[3] + offset;
+    let d2 = dot(w.end, n) - surface.plane[3] + offset;
+    let frac = (((d1 as f64 - SURFACE_CLIP_EPSILON) / (d1 - d2) as f64) as f32).max(0.0);
+    if frac > stop_limit {
         return None;
     }
     let first = facet.first_border as usize;
@@ -246,12 +273,8 @@ fn point_facet_hit(world: &World, facet: &Facet, w: &TraceWork, limit: f32) -> O
     if !inside {
         return None;
     }
-    let n = normal(surface);
-    let offset = dot(w.offset(surface.sign_bits), n);
-    let d1 = dot(w.start, n) - surface.plane[3] + offset;
-    let d2 = dot(w.end, n) - surface.plane[3] + offset;
     Some(FacetHit {
-        frac: (((d1 as f64 - SURFACE_CLIP_EPSILON) / (d1 - d2) as f64) as f32).max(0.0),
+        frac,
         at,
         normal: n,
         dist: surface.plane[3],

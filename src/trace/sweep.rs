@@ -686,6 +686,41 @@ impl<S: Support> Clipper for ShapeWork<S> {
         false
     }
 
+    fn patch_hits_reach_back(&self) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn facet(
+        &self,
+        world: &World,
+        patch: usize,
+        facet: usize,
+        _limit: f32,
+    ) -> Option<FacetContact> {
+        let patch = &world.patches[patch];
+        if !patch_in_reach(patch, &self.bounds) {
+            return None;
+        }
+        let (frac, normal, dist) = facet_hit(
+            world,
+            &world.facets[facet],
+            &self.shape,
+            self.start,
+            self.end,
+        )?;
+        Some(FacetContact {
+            frac,
+            window: frac,
+            contact: Contact {
+                normal,
+                dist,
+                surface_flags: patch.surface_flags,
+                contents: patch.contents,
+            },
+        })
+    }
+
     #[inline(always)]
     fn brush(&self, world: &World, index: usize) -> Clipped {
         clip_brush_alone(world, index, &self.shape, self.start, self.end)

@@ -174,6 +174,7 @@ pub struct Scratch {
     patch_stamps: Vec<u32>,
     pub(crate) leaf_stack: Vec<u32>,
     pub(crate) segment_stack: Vec<super::tree::Segment>,
+    /// The fast trace's stack, as long as the deepest search needs.
     pub(crate) bvh_stack: Vec<(u32, f32)>,
     pub(crate) hull_segments: Vec<super::onion::Segment>,
     pub(crate) shape_stack: Vec<super::sweep::Segment>,

@@ -9,11 +9,18 @@
 //!
 //! Each node holds the bounds of its (up to) four children as structure of
 //! arrays, so one node step tests a moving box against four boxes in four
-//! lanes. A child is another node or one primitive (a brush or a patch).
-//! Primitive bounds are the cull boxes of [`super::kernel`] (a brush's axial
-//! box grown by [`CULL_MARGIN`]; a patch's bounds grown the same way), so a
-//! move that stays outside them cannot touch the primitive. Brushes without
-//! all six axial sides have no such box and are tested by every trace.
+//! lanes. A child is another node or one primitive: a brush, a patch facet,
+//! or a whole patch. Primitive bounds are cull boxes (see
+//! [`super::kernel`]): the box a brush's or facet's axial planes enclose,
+//! grown by [`CULL_MARGIN`], so a move that stays outside them cannot touch
+//! the primitive (the clip rejects it on an axial plane). A patch with a
+//! facet that lacks one of the six axial planes stays one primitive with
+//! the patch's bounds, which the patch clip itself checks first; brushes
+//! without all six axial sides have no box and are tested by every trace.
+//!
+//! Brushes and patches get a tree each: a ray's patch hit can replace a
+//! contact found earlier (see `trace::fast`), so rays search the patch tree
+//! to the end of the move, whatever the brushes already hit.
 
 use super::kernel::CULL_MARGIN;
 use super::World;
@@ -24,8 +31,12 @@ pub const WIDTH: usize = 4;
 
 /// A child reference: a node index, or (top bit set) a primitive.
 pub const PRIMITIVE: u32 = 1 << 31;
-/// Set with [`PRIMITIVE`]: the primitive is a patch, not a brush.
+/// Set with [`PRIMITIVE`]: the primitive is a whole patch, not a brush.
 pub const PATCH: u32 = 1 << 30;
+/// Set with [`PRIMITIVE`]: the primitive is one patch facet.
+pub const FACET: u32 = 1 << 29;
+/// The index bits of a primitive reference.
+pub const INDEX: u32 = FACET - 1;
 /// An unused child slot (its contents are 0, so no mask selects it).
 pub const EMPTY_SLOT: u32 = u32::MAX;
 
@@ -42,19 +53,28 @@ pub struct BvhNode {
 }
 const _: () = assert!(std::mem::size_of::<BvhNode>() == 128);
 
-/// The tree of one world (empty: no primitive has bounds).
+/// The trees of one world (each empty when it has nothing with bounds).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Bvh {
-    /// Root first; children after their parents.
-    pub nodes: Vec<BvhNode>,
+    /// The brushes' tree: root first, children after their parents.
+    pub brushes: Vec<BvhNode>,
+    /// The patches' tree (facets, and patches kept whole).
+    pub patches: Vec<BvhNode>,
     /// Primitives without bounds (child references), tested by every trace.
     pub unbounded: Vec<u32>,
+    /// Per facet, the patch it belongs to.
+    pub facet_patch: Vec<u32>,
+    /// The most entries a search's stack can hold at once in either tree.
+    pub stack_depth: usize,
 }
 
 impl Bvh {
     pub const EMPTY: Bvh = Bvh {
-        nodes: Vec::new(),
+        brushes: Vec::new(),
+        patches: Vec::new(),
         unbounded: Vec::new(),
+        facet_patch: Vec::new(),
+        stack_depth: 0,
     };
 }
 
@@ -73,11 +93,11 @@ impl Item {
     }
 }
 
-/// Builds the tree over `world`'s brushes (with their cull boxes from
+/// Builds the trees over `world`'s brushes (with their cull boxes from
 /// `brush_bounds`) and patches. Primitives with no contents are left out:
 /// no mask selects them.
 pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Bvh {
-    let mut items = Vec::with_capacity(world.brushes.len() + world.patches.len());
+    let mut brush_items = Vec::with_capacity(world.brushes.len());
     let mut unbounded = Vec::new();
     for (i, (brush, bounds)) in world.brushes.iter().zip(brush_bounds).enumerate() {
         if brush.contents == 0 {
@@ -85,7 +105,7 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Bvh {
         }
         let reference = PRIMITIVE | i as u32;
         if bounds.iter().flatten().all(|v| v.is_finite()) {
-            items.push(Item {
+            brush_items.push(Item {
                 reference,
                 contents: brush.contents,
                 lo: bounds[0],
@@ -95,29 +115,127 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Bvh {
             unbounded.push(reference);
         }
     }
+    let mut patch_items = Vec::new();
+    let mut facet_patch = vec![0u32; world.facets.len()];
     for (i, patch) in world.patches.iter().enumerate() {
+        let first = patch.first_facet as usize;
+        let facets = first..first + patch.num_facets as usize;
+        for f in facets.clone() {
+            facet_patch[f] = i as u32;
+        }
         if patch.contents == 0 {
             continue;
         }
-        let reference = PRIMITIVE | PATCH | i as u32;
-        let lo = patch.mins.map(|v| grow_down(v - CULL_MARGIN));
-        let hi = patch.maxs.map(|v| grow_up(v + CULL_MARGIN));
-        if lo.iter().chain(&hi).all(|v| v.is_finite()) {
-            items.push(Item {
-                reference,
-                contents: patch.contents,
-                lo,
-                hi,
-            });
-        } else {
-            unbounded.push(reference);
+        let boxes: Option<Vec<[[f32; 3]; 2]>> = facets
+            .clone()
+            .map(|f| facet_cull_bounds(world, f))
+            .collect();
+        match boxes {
+            Some(boxes) => {
+                for (f, [lo, hi]) in facets.zip(boxes) {
+                    patch_items.push(Item {
+                        reference: PRIMITIVE | FACET | f as u32,
+                        contents: patch.contents,
+                        lo,
+                        hi,
+                    });
+                }
+            }
+            None => {
+                let reference = PRIMITIVE | PATCH | i as u32;
+                let lo = patch.mins.map(|v| grow_down(v - CULL_MARGIN));
+                let hi = patch.maxs.map(|v| grow_up(v + CULL_MARGIN));
+                if lo.iter().chain(&hi).all(|v| v.is_finite()) {
+                    patch_items.push(Item {
+                        reference,
+                        contents: patch.contents,
+                        lo,
+                        hi,
+                    });
+                } else {
+                    unbounded.push(reference);
+                }
+            }
         }
     }
-    let mut nodes = Vec::new();
-    if !items.is_empty() {
-        build_node(&mut items, &mut nodes);
+    let tree = |items: &mut Vec<Item>| {
+        let mut nodes = Vec::new();
+        if !items.is_empty() {
+            build_node(items, &mut nodes);
+        }
+        nodes
+    };
+    let brushes = tree(&mut brush_items);
+    let patches = tree(&mut patch_items);
+    let stack_depth = stack_depth(&brushes).max(stack_depth(&patches));
+    Bvh {
+        brushes,
+        patches,
+        unbounded,
+        facet_patch,
+        stack_depth,
     }
-    Bvh { nodes, unbounded }
+}
+
+/// The most entries a nearest-first search of `nodes` holds on its stack:
+/// a node's children replace it, so along a path the stack grows by at most
+/// the number of children less one per node.
+fn stack_depth(nodes: &[BvhNode]) -> usize {
+    if nodes.is_empty() {
+        return 0;
+    }
+    // Children come after their parents: one backward pass.
+    let mut need = vec![1usize; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        let children = &nodes[i].children;
+        let used = children.iter().filter(|&&c| c != EMPTY_SLOT).count();
+        let deepest = children
+            .iter()
+            .filter(|&&c| c != EMPTY_SLOT && c & PRIMITIVE == 0)
+            .map(|&c| need[c as usize])
+            .max()
+            .unwrap_or(1);
+        need[i] = used.saturating_sub(1) + deepest.max(1);
+    }
+    need[0]
+}
+
+/// The box facet `f`'s axial planes (surface and borders, each facing away
+/// from the facet) enclose, grown by the margin; `None` when one of the six
+/// is missing.
+fn facet_cull_bounds(world: &World, f: usize) -> Option<[[f32; 3]; 2]> {
+    let facet = &world.facets[f];
+    let surface = world.patch_planes[facet.surface_plane as usize].plane;
+    let borders = &world.facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
+    let planes = std::iter::once(surface).chain(borders.iter().map(|b| {
+        let p = world.patch_planes[b.plane as usize].plane;
+        if b.inward != 0 {
+            p.map(|v| -v)
+        } else {
+            p
+        }
+    }));
+    let mut lo = [f32::NEG_INFINITY; 3];
+    let mut hi = [f32::INFINITY; 3];
+    for p in planes {
+        for axis in 0..3 {
+            if (0..3).any(|k| k != axis && p[k] != 0.0) {
+                continue;
+            }
+            if p[axis] == 1.0 {
+                hi[axis] = hi[axis].min(p[3]);
+            } else if p[axis] == -1.0 {
+                lo[axis] = lo[axis].max(-p[3]);
+            }
+        }
+    }
+    if lo.iter().chain(&hi).any(|v| !v.is_finite()) {
+        return None;
+    }
+    Some([
+        lo.map(|v| grow_down(v - CULL_MARGIN)),
+        hi.map(|v| grow_up(v + CULL_MARGIN)),
+    ])
 }
 
 /// One ulp or so outward, so rounding never shrinks a cull box.
