@@ -193,7 +193,8 @@ async fn trace_post(
     answer_batch(state, name, "trace", body.queries).await
 }
 
-/// `GET …/trace?start=x,y,z&end=x,y,z[&mins=…&maxs=…&mask=…]`: one query from a URL.
+/// `GET …/trace?start=x,y,z&end=x,y,z[&mins=…&maxs=…&mask=…&hull=NAME&any=true]`:
+/// one query from a URL.
 async fn trace_get(
     State(state): State<HttpState>,
     Path(name): Path<String>,
@@ -224,6 +225,13 @@ fn query_from_url(raw: &str) -> Result<QueryLine, ServiceError> {
             "mins" => line.mins = Some(vec3(key, &value)?),
             "maxs" => line.maxs = Some(vec3(key, &value)?),
             "point" => line.point = Some(vec3(key, &value)?),
+            "hull" => line.hull = Some(value),
+            "any" => {
+                let any = value.parse::<bool>().map_err(|_| {
+                    ServiceError::Malformed(format!("`any` must be true or false, got {value:?}"))
+                })?;
+                line.any = Some(any);
+            }
             "mask" => {
                 let mask = parse_mask(&value).ok_or_else(|| {
                     ServiceError::Malformed(format!("`mask` must be an integer, got {value:?}"))
@@ -335,5 +343,9 @@ mod tests {
         assert!(query_from_url("start=1,2,x").is_err());
         assert!(query_from_url("bogus=1").is_err());
         assert!(query_from_url("mask=abc").is_err());
+        let q = query_from_url("start=1,2,3&end=4,5,6&hull=stand&any=true").expect("parses");
+        assert_eq!(q.hull.as_deref(), Some("stand"));
+        assert_eq!(q.any, Some(true));
+        assert!(query_from_url("any=yes").is_err());
     }
 }
