@@ -390,28 +390,46 @@ fn walk<C: Clipper, P: Probe>(
         let node = &nodes[child as usize];
         let (near, hits) = ray.enter(node, limit(search));
         let mut hits = hits & lanes_in_mask(&node.contents, mask);
-        // Push farthest first, so the nearest child is visited next.
+        // Push the children entered, then order them so the nearest is
+        // on top (visited next): pruning by the window works best when the
+        // nearest contact is found first.
         let near = near.to_array();
-        let mut order = [(0.0f32, 0u32); WIDTH];
-        let mut count = 0;
+        let base = top;
         while hits != 0 {
             let slot = hits.trailing_zeros() as usize;
             hits &= hits - 1;
-            let entry = (near[slot], node.children[slot]);
-            let mut i = count;
-            while i > 0 && order[i - 1].0 < entry.0 {
-                order[i] = order[i - 1];
-                i -= 1;
-            }
-            order[i] = entry;
-            count += 1;
-        }
-        for &(t, c) in &order[..count] {
-            stack[top] = (c, t);
+            stack[top] = (node.children[slot], near[slot]);
             top += 1;
         }
+        sort_farthest_first(&mut stack[base..top]);
     }
     Ok(())
+}
+
+/// Orders up to four stack entries by entry fraction, farthest first.
+#[inline(always)]
+fn sort_farthest_first(entries: &mut [(u32, f32)]) {
+    let swap_if = |e: &mut [(u32, f32)], i: usize, j: usize| {
+        if e[i].1 < e[j].1 {
+            e.swap(i, j);
+        }
+    };
+    match entries.len() {
+        0 | 1 => {}
+        2 => swap_if(entries, 0, 1),
+        3 => {
+            swap_if(entries, 0, 1);
+            swap_if(entries, 1, 2);
+            swap_if(entries, 0, 1);
+        }
+        _ => {
+            swap_if(entries, 0, 1);
+            swap_if(entries, 2, 3);
+            swap_if(entries, 0, 2);
+            swap_if(entries, 1, 3);
+            swap_if(entries, 1, 2);
+        }
+    }
 }
 
 /// A bitmask of the lanes whose contents meet `mask` (four lanes at once:
