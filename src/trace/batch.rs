@@ -244,34 +244,35 @@ where
     R: Send,
     F: Fn(usize, &mut Scratch) -> R + Sync,
 {
-    let mut out: Vec<Option<R>> = (0..n).map(|_| None).collect();
     let threads = options.threads_for(n);
+    if threads <= 1 {
+        // One thread: answers go straight into the output, in order.
+        let mut out = Vec::with_capacity(n);
+        with_scratch(|scratch| out.extend((0..n).map(|i| answer(i, scratch))));
+        return out;
+    }
+    let mut out: Vec<Option<R>> = (0..n).map(|_| None).collect();
     let chunk = n.div_ceil(threads).max(1);
     let answer_chunk = |first: usize, slots: &mut [Option<R>]| {
-        SCRATCH.with(|cell| {
-            // A scratch already borrowed (an answer that runs a batch) gets a fresh one.
-            let mut fresh;
-            let mut guard = cell.try_borrow_mut();
-            let scratch = match guard.as_deref_mut() {
-                Ok(s) => s,
-                Err(_) => {
-                    fresh = Scratch::new();
-                    &mut fresh
-                }
-            };
+        with_scratch(|scratch| {
             for (k, slot) in slots.iter_mut().enumerate() {
                 *slot = Some(answer(first + k, scratch));
             }
         })
     };
-    if threads <= 1 {
-        answer_chunk(0, &mut out);
-    } else {
-        // Rayon's pool keeps its threads (and their scratch) between batches.
-        out.par_chunks_mut(chunk)
-            .enumerate()
-            .for_each(|(c, slots)| answer_chunk(c * chunk, slots));
-    }
+    // Rayon's pool keeps its threads (and their scratch) between batches.
+    out.par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(c, slots)| answer_chunk(c * chunk, slots));
     // Every slot was filled above.
     out.into_iter().flatten().collect()
+}
+
+/// Runs `f` with this thread's scratch space (a fresh one when it is
+/// already in use: an answer that runs a batch of its own).
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => f(&mut scratch),
+        Err(_) => f(&mut Scratch::new()),
+    })
 }

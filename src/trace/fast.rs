@@ -373,6 +373,7 @@ fn walk<C: Clipper, P: Probe>(
         return Ok(());
     }
     let mask = clipper.mask();
+    let any_hit = clipper.any_hit();
     let limit = |search: &Search| if to_the_end { 1.0 } else { search.window };
     stack[0] = (0, 0.0);
     let mut top = 1;
@@ -401,7 +402,10 @@ fn walk<C: Clipper, P: Probe>(
             stack[top] = (node.children[slot], near[slot]);
             top += 1;
         }
-        sort_farthest_first(&mut stack[base..top]);
+        // Any-hit stops at the first contact wherever it is: no order needed.
+        if !any_hit {
+            sort_farthest_first(&mut stack[base..top]);
+        }
     }
     Ok(())
 }
