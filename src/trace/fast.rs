@@ -28,12 +28,12 @@
 //! the current window's end hold nothing that could change the answer.
 
 use super::brush::{clip_brush, BrushClip};
-use super::patch::{bounds_intersect, facet_hit, facet_hits};
+use super::patch::{bounds_intersect, facet_hit};
 use super::tree::Probe;
 use super::work::{Scratch, TraceResult, TraceWork};
 use crate::math::Vec3;
 use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
-use crate::world::World;
+use crate::world::{Patch, World};
 use glam::{UVec4, Vec4};
 
 /// What the fast trace could tell.
@@ -89,6 +89,22 @@ pub(crate) struct FacetContact {
     pub contact: Contact,
 }
 
+impl FacetContact {
+    /// A hit on a facet of `patch` through the plane `normal`, `dist`.
+    pub fn new(patch: &Patch, frac: f32, window: f32, normal: Vec3, dist: f32) -> Self {
+        FacetContact {
+            frac,
+            window,
+            contact: Contact {
+                normal,
+                dist,
+                surface_flags: patch.surface_flags,
+                contents: patch.contents,
+            },
+        }
+    }
+}
+
 /// One kind of move (a box or ray, or a swept shape) as the fast trace sees
 /// it: where it goes and how it clips one brush or patch on its own.
 pub(crate) trait Clipper {
@@ -105,13 +121,23 @@ pub(crate) trait Clipper {
     /// The hit on facet `facet` of patch `patch`, if any; one that stops
     /// past `limit` may be left out (it cannot change the answer).
     fn facet(&self, world: &World, patch: usize, facet: usize, limit: f32) -> Option<FacetContact>;
-    /// Calls `offer` with each facet of patch `index` the move hits.
+    /// Calls `offer` with each facet hit of patch `index` (a patch kept
+    /// whole in the tree), in facet order.
     fn patch(
         &self,
         world: &World,
         index: usize,
-        offer: impl FnMut(FacetContact) -> Result<(), Stop>,
-    ) -> Result<(), Stop>;
+        mut offer: impl FnMut(FacetContact) -> Result<(), Stop>,
+    ) -> Result<(), Stop> {
+        let patch = &world.patches[index];
+        let first = patch.first_facet as usize;
+        for facet in first..first + patch.num_facets as usize {
+            if let Some(hit) = self.facet(world, index, facet, 1.0) {
+                offer(hit)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What the search found, when every order gives the same answer.
@@ -523,16 +549,9 @@ impl Clipper for TraceWork {
             return None;
         }
         let hit = facet_hit(world, &world.facets[facet], self, limit)?;
-        Some(FacetContact {
-            frac: hit.frac,
-            window: hit.at,
-            contact: Contact {
-                normal: hit.normal,
-                dist: hit.dist,
-                surface_flags: patch.surface_flags,
-                contents: patch.contents,
-            },
-        })
+        Some(FacetContact::new(
+            patch, hit.frac, hit.at, hit.normal, hit.dist,
+        ))
     }
 
     #[inline(always)]
@@ -555,31 +574,5 @@ impl Clipper for TraceWork {
                 }
             }
         }
-    }
-
-    #[inline(always)]
-    fn patch(
-        &self,
-        world: &World,
-        index: usize,
-        mut offer: impl FnMut(FacetContact) -> Result<(), Stop>,
-    ) -> Result<(), Stop> {
-        let patch = &world.patches[index];
-        if !bounds_intersect(self, patch) {
-            return Ok(());
-        }
-        for hit in facet_hits(world, patch, self) {
-            offer(FacetContact {
-                frac: hit.frac,
-                window: hit.at,
-                contact: Contact {
-                    normal: hit.normal,
-                    dist: hit.dist,
-                    surface_flags: patch.surface_flags,
-                    contents: patch.contents,
-                },
-            })?;
-        }
-        Ok(())
     }
 }

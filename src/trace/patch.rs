@@ -91,21 +91,6 @@ pub(crate) fn facet_hit(
     }
 }
 
-/// The facets of `patch` the move hits, in facet order, each on its own.
-/// The caller checks [`bounds_intersect`] first.
-#[inline]
-pub(crate) fn facet_hits<'a>(
-    world: &'a World,
-    patch: &Patch,
-    w: &'a TraceWork,
-) -> impl Iterator<Item = FacetHit> + 'a {
-    let first = patch.first_facet as usize;
-    let facets = &world.facets[first..first + patch.num_facets as usize];
-    facets
-        .iter()
-        .filter_map(move |facet| facet_hit(world, facet, w, 1.0))
-}
-
 /// The swept bounds meet the patch's bounds (with the clip epsilon as slack).
 pub(crate) fn bounds_intersect(w: &TraceWork, patch: &Patch) -> bool {
     let [lo, hi] = w.bounds;

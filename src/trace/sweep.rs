@@ -7,7 +7,7 @@
 //! once per shape kind. Boxes and rays never come here: their path stays
 //! specialised.
 
-use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Outcome, Stop};
+use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Outcome};
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
@@ -709,52 +709,12 @@ impl<S: Support> Clipper for ShapeWork<S> {
             self.start,
             self.end,
         )?;
-        Some(FacetContact {
-            frac,
-            window: frac,
-            contact: Contact {
-                normal,
-                dist,
-                surface_flags: patch.surface_flags,
-                contents: patch.contents,
-            },
-        })
+        Some(FacetContact::new(patch, frac, frac, normal, dist))
     }
 
     #[inline(always)]
     fn brush(&self, world: &World, index: usize) -> Clipped {
         clip_brush_alone(world, index, &self.shape, self.start, self.end)
-    }
-
-    #[inline(always)]
-    fn patch(
-        &self,
-        world: &World,
-        index: usize,
-        mut offer: impl FnMut(FacetContact) -> Result<(), Stop>,
-    ) -> Result<(), Stop> {
-        let patch = &world.patches[index];
-        if !patch_in_reach(patch, &self.bounds) {
-            return Ok(());
-        }
-        let first = patch.first_facet as usize;
-        for facet in &world.facets[first..first + patch.num_facets as usize] {
-            if let Some((frac, normal, dist)) =
-                facet_hit(world, facet, &self.shape, self.start, self.end)
-            {
-                offer(FacetContact {
-                    frac,
-                    window: frac,
-                    contact: Contact {
-                        normal,
-                        dist,
-                        surface_flags: patch.surface_flags,
-                        contents: patch.contents,
-                    },
-                })?;
-            }
-        }
-        Ok(())
     }
 }
 
