@@ -1,6 +1,7 @@
 //! `bspq inspect`: what a world holds, and for compiled files how they are laid out.
 
 use super::WorldArgs;
+use bspq::world::bvh::{EMPTY_SLOT, PATCH, PRIMITIVE};
 use bspq::world::format;
 use clap::Args;
 use std::process::ExitCode;
@@ -95,6 +96,20 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         "patch facets     {} ({} planes)",
         world.facets.len(),
         world.patch_planes.len()
+    );
+    let bvh = &world.kernel.bvh;
+    let whole = bvh
+        .unbounded
+        .iter()
+        .chain(bvh.patches.iter().flat_map(|n| n.children.iter()))
+        .filter(|&&c| c != EMPTY_SLOT && c & PRIMITIVE != 0 && c & PATCH != 0)
+        .count();
+    println!(
+        "fast trace BVH   {} brush nodes, {} patch nodes, {} patches kept whole, {} unbounded",
+        bvh.brushes.len(),
+        bvh.patches.len(),
+        whole,
+        bvh.unbounded.len()
     );
     println!("bevels added     {}", info.bevels_added);
     println!("compile time     {:.1} ms", info.compile_seconds * 1000.0);
