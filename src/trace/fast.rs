@@ -28,7 +28,7 @@
 //! the current window's end hold nothing that could change the answer.
 
 use super::brush::{clip_brush, BrushClip};
-use super::patch::{bounds_intersect, facet_hit};
+use super::patch::{facet_hit, patch_in_reach};
 use super::tree::Probe;
 use super::work::{Scratch, TraceResult, TraceWork};
 use crate::math::Vec3;
@@ -545,7 +545,7 @@ impl Clipper for TraceWork {
     #[inline(always)]
     fn facet(&self, world: &World, patch: usize, facet: usize, limit: f32) -> Option<FacetContact> {
         let patch = &world.patches[patch];
-        if !bounds_intersect(self, patch) {
+        if !patch_in_reach(patch, &self.bounds) {
             return None;
         }
         let hit = facet_hit(world, &world.facets[facet], self, limit)?;

@@ -26,7 +26,7 @@ fn normal(p: &PatchPlane) -> Vec3 {
 /// Clips the trace against every facet of `patch`; when the patch is hit
 /// first, the trace takes its contents and surface flags.
 pub(crate) fn trace_through_patch(world: &World, patch: &Patch, w: &mut TraceWork) {
-    if !bounds_intersect(w, patch) {
+    if !patch_in_reach(patch, &w.bounds) {
         return;
     }
     let before = w.result.fraction;
@@ -92,8 +92,8 @@ pub(crate) fn facet_hit(
 }
 
 /// The swept bounds meet the patch's bounds (with the clip epsilon as slack).
-pub(crate) fn bounds_intersect(w: &TraceWork, patch: &Patch) -> bool {
-    let [lo, hi] = w.bounds;
+pub(crate) fn patch_in_reach(patch: &Patch, bounds: &[Vec3; 2]) -> bool {
+    let [lo, hi] = bounds;
     (0..3).all(|k| {
         (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON
             && (lo[k] as f64) <= patch.maxs[k] as f64 + SURFACE_CLIP_EPSILON

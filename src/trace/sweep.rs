@@ -8,6 +8,7 @@
 //! specialised.
 
 use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Outcome};
+use super::patch::patch_in_reach;
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
@@ -567,15 +568,6 @@ fn trace_through_patch<S: Support>(world: &World, patch: &Patch, w: &mut ShapeWo
         w.result.contents = patch.contents;
         w.result.surface_flags = patch.surface_flags;
     }
-}
-
-/// The swept bounds meet the patch's bounds (with the clip epsilon as slack).
-fn patch_in_reach(patch: &Patch, bounds: &[Vec3; 2]) -> bool {
-    let [lo, hi] = bounds;
-    (0..3).all(|k| {
-        (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON
-            && (lo[k] as f64) <= patch.maxs[k] as f64 + SURFACE_CLIP_EPSILON
-    })
 }
 
 /// The facet's planes as the shape sees them: the surface plane first, then
