@@ -34,7 +34,9 @@ use super::work::{Scratch, TraceResult, TraceWork};
 use crate::math::Vec3;
 use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
 use crate::world::{Patch, World};
-use glam::{UVec4, Vec4};
+#[cfg(not(target_arch = "x86_64"))]
+use glam::UVec4;
+use glam::Vec4;
 
 /// What the fast trace could tell.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -401,39 +403,58 @@ fn walk<C: Clipper, P: Probe>(
     let mask = clipper.mask();
     let any_hit = clipper.any_hit();
     let limit = |search: &Search| if to_the_end { 1.0 } else { search.window };
-    stack[0] = (0, 0.0);
-    let mut top = 1;
-    while top > 0 {
-        top -= 1;
-        let (child, near) = stack[top];
-        if near > limit(search) {
-            continue;
+    // The entry being visited: the root first, then the nearest child
+    // entered, straight (no stack round trip), or the next one popped.
+    let mut current = 0;
+    let mut top = 0;
+    'visit: loop {
+        if current & PRIMITIVE != 0 {
+            primitive(world, bvh, current, clipper, search, probe)?;
+        } else {
+            probe.bvh_node();
+            let node = &nodes[current as usize];
+            let (near, hits) = ray.enter(node, limit(search));
+            let mut hits = hits & lanes_in_mask(&node.contents, mask);
+            if hits != 0 && hits & (hits - 1) == 0 {
+                current = node.children[hits.trailing_zeros() as usize];
+                continue 'visit;
+            }
+            if hits != 0 {
+                // Push the children entered, ordered so the nearest is on
+                // top, and visit it: pruning by the window works best when
+                // the nearest contact is found first.
+                let near = near.to_array();
+                let base = top;
+                while hits != 0 {
+                    let slot = hits.trailing_zeros() as usize;
+                    hits &= hits - 1;
+                    stack[top] = (node.children[slot], near[slot]);
+                    top += 1;
+                }
+                // Any-hit stops at the first contact wherever it is: no
+                // order needed.
+                if !any_hit {
+                    sort_farthest_first(&mut stack[base..top]);
+                }
+                top -= 1;
+                current = stack[top].0;
+                continue 'visit;
+            }
         }
-        if child & PRIMITIVE != 0 {
-            primitive(world, bvh, child, clipper, search, probe)?;
-            continue;
-        }
-        probe.bvh_node();
-        let node = &nodes[child as usize];
-        let (near, hits) = ray.enter(node, limit(search));
-        let mut hits = hits & lanes_in_mask(&node.contents, mask);
-        // Push the children entered, then order them so the nearest is
-        // on top (visited next): pruning by the window works best when the
-        // nearest contact is found first.
-        let near = near.to_array();
-        let base = top;
-        while hits != 0 {
-            let slot = hits.trailing_zeros() as usize;
-            hits &= hits - 1;
-            stack[top] = (node.children[slot], near[slot]);
-            top += 1;
-        }
-        // Any-hit stops at the first contact wherever it is: no order needed.
-        if !any_hit {
-            sort_farthest_first(&mut stack[base..top]);
+        // Pop the next entry still within reach (the window may have
+        // shrunk since it was pushed).
+        loop {
+            if top == 0 {
+                return Ok(());
+            }
+            top -= 1;
+            let (child, near) = stack[top];
+            if near <= limit(search) {
+                current = child;
+                continue 'visit;
+            }
         }
     }
-    Ok(())
 }
 
 /// Orders up to four stack entries by entry fraction, farthest first.
@@ -462,8 +483,28 @@ fn sort_farthest_first(entries: &mut [(u32, f32)]) {
     }
 }
 
-/// A bitmask of the lanes whose contents meet `mask` (four lanes at once:
-/// LLVM turns this into one vector AND, compare and move-mask).
+/// A bitmask of the lanes whose contents meet `mask`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
+    // One vector AND, compare and move-mask (SSE2, always present on
+    // x86_64); the portable form below compiled to four scalar tests.
+    use std::arch::x86_64::{
+        _mm_and_si128, _mm_castsi128_ps, _mm_cmpeq_epi32, _mm_movemask_ps, _mm_set1_epi32,
+        _mm_set_epi32, _mm_setzero_si128,
+    };
+    let [a, b, c, d] = contents.map(|x| x as i32);
+    // SAFETY: these intrinsics take and return values (no pointers) and need
+    // only SSE2, which every x86_64 processor has.
+    let unmet = unsafe {
+        let met = _mm_and_si128(_mm_set_epi32(d, c, b, a), _mm_set1_epi32(mask as i32));
+        _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(met, _mm_setzero_si128())))
+    };
+    !(unmet as u32) & 0xF
+}
+
+/// A bitmask of the lanes whose contents meet `mask`.
+#[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
 fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
     (UVec4::from_array(*contents) & UVec4::splat(mask))
@@ -471,8 +512,11 @@ fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
         .bitmask()
 }
 
-/// Clips one primitive and offers what it finds.
-#[inline(always)]
+/// Clips one primitive and offers what it finds. Kept out of the node
+/// loop: primitives are met a few times per query, nodes many times, and
+/// inlined, the clip code's invariants were hoisted into every search's
+/// set-up and crowded the loop's registers.
+#[inline(never)]
 fn primitive<C: Clipper, P: Probe>(
     world: &World,
     bvh: &Bvh,
