@@ -91,15 +91,17 @@ fn check_map(map: &str, curves: bool) {
         );
     }
 
-    // Batches of several sizes, shuffled, on one and two threads.
+    // Batches of several sizes, shuffled, on one and two threads, in
+    // packets and one at a time.
     let mut rng = Rng(0xba7c_4000 ^ curves as u64);
-    for threads in [1, 2] {
+    for (threads, packets) in [(1, false), (1, true), (2, true)] {
         for size in [1, 7, 64, 1000, queries.len()] {
             let mut order: Vec<usize> = (0..queries.len()).collect();
             rng.shuffle(&mut order);
             let options = BatchOptions {
                 threads,
                 min_per_thread: 16,
+                packets,
             };
             for chunk in order.chunks(size) {
                 let batch: Vec<TraceQuery> = chunk.iter().map(|&i| queries[i].clone()).collect();
@@ -109,7 +111,7 @@ fn check_map(map: &str, curves: bool) {
                     assert_eq!(
                         bits(r),
                         bits(&expected[i]),
-                        "{map}: query {i} in a batch of {size} on {threads} threads"
+                        "{map}: query {i} in a batch of {size} on {threads} threads (packets: {packets})"
                     );
                 }
             }
@@ -146,10 +148,11 @@ fn check_map(map: &str, curves: bool) {
             mask: 0,
             masks: Some(&masks),
         };
-        for threads in [1, 2] {
+        for (threads, packets) in [(1, false), (1, true), (2, true)] {
             let options = BatchOptions {
                 threads,
                 min_per_thread: 8,
+                packets,
             };
             trace_batch(&world, &batch, &options, &mut out).expect("consistent batch");
             any_hit_batch(&world, &batch, &options, &mut hits).expect("consistent batch");
@@ -157,7 +160,11 @@ fn check_map(map: &str, curves: bool) {
             assert_eq!(hits.len(), members.len());
             for (k, &i) in members.iter().enumerate() {
                 let r = out.get(k).expect("one answer per query");
-                assert_eq!(bits(&r), bits(&expected[i]), "{map}: SoA query {i}");
+                assert_eq!(
+                    bits(&r),
+                    bits(&expected[i]),
+                    "{map}: SoA query {i} (packets: {packets})"
+                );
                 assert_eq!(
                     hits[k],
                     expected[i].fraction < 1.0,
@@ -268,6 +275,7 @@ fn mixed_batches_answer_in_order() {
         let options = BatchOptions {
             threads,
             min_per_thread: 100,
+            ..BatchOptions::default()
         };
         assert_eq!(answer_all(&world, &queries, &options), one_by_one);
     }
@@ -333,6 +341,7 @@ fn grazing_moves_match_the_reference_walk() {
         let mut unit = move || (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
         let mut scratch = Scratch::new();
         let mut hits = 0;
+        let mut moves = Vec::new();
         for i in 0..20_000 {
             let b = &world.brushes[(unit() * world.brushes.len() as f32) as usize];
             let (mins, maxs) = (Vec3::from_array(b.mins), Vec3::from_array(b.maxs));
@@ -368,9 +377,31 @@ fn grazing_moves_match_the_reference_walk() {
                 "{map}: grazing any-hit {i}"
             );
             hits += (want.fraction < 1.0) as usize;
+            moves.push((q, want));
         }
         // The moves do touch brushes often: the test is not vacuous.
         assert!(hits > 2_000, "{map}: only {hits} grazing moves hit");
+        assert_packets_answer_as_alone(map, &world, &moves);
+    }
+}
+
+/// Walked in packets (neighbours along the coherence order, which puts
+/// moves grazing the same brush together), each of `moves` gets the answer
+/// it has alone.
+fn assert_packets_answer_as_alone(
+    map: &str,
+    world: &bspq::world::World,
+    moves: &[(TraceQuery, bspq::trace::TraceResult)],
+) {
+    let queries: Vec<TraceQuery> = moves.iter().map(|(q, _)| q.clone()).collect();
+    let options = BatchOptions {
+        threads: 1,
+        packets: true,
+        ..BatchOptions::default()
+    };
+    let got = trace_queries(world, &queries, &options);
+    for (i, ((q, want), r)) in moves.iter().zip(&got).enumerate() {
+        assert_eq!(bits(r), bits(want), "{map}: move {i} in a packet {q:?}");
     }
 }
 
@@ -390,6 +421,7 @@ fn moves_near_patches_and_shape_grazes_match_the_reference_walk() {
         let mut unit = move || (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
         let mut scratch = Scratch::new();
         let mut hits = 0;
+        let mut moves = Vec::new();
         let count = 12_000;
         for i in 0..count {
             let (lo, hi) = if !world.patches.is_empty() && i % 2 == 0 {
@@ -444,8 +476,10 @@ fn moves_near_patches_and_shape_grazes_match_the_reference_walk() {
                 "{map}: any-hit {i}"
             );
             hits += (want.fraction < 1.0) as usize;
+            moves.push((q, want));
         }
         assert!(hits > count / 4, "{map}: only {hits} moves hit");
+        assert_packets_answer_as_alone(map, &world, &moves);
     }
 }
 

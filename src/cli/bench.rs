@@ -223,6 +223,7 @@ fn measure_batches(
     let options = BatchOptions {
         threads,
         min_per_thread: 1,
+        ..BatchOptions::default()
     };
     let run = || {
         let t = Instant::now();
@@ -387,6 +388,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             black_box(trace_queries(&world, black_box(chunk), &single));
         }
     });
+    // The same batches walked in packets along the coherence order.
+    let in_packets = BatchOptions {
+        packets: true,
+        ..single
+    };
+    let bspq_packets = measure(traces.len(), args.runs, min_run, || {
+        for chunk in traces.chunks(args.batch) {
+            black_box(trace_queries(&world, black_box(chunk), &in_packets));
+        }
+    });
     let bspq_anyhit = measure(traces.len(), args.runs, min_run, || {
         for q in &traces {
             black_box(any_hit(&world, black_box(q), &mut scratch));
@@ -499,6 +510,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if !traces.is_empty() {
         report.push(stats_line("bspq", &bspq));
         report.push(stats_line(&format!("batch {}", args.batch), &bspq_batch));
+        report.push(stats_line("packets", &bspq_packets));
         report.push(stats_line("any-hit", &bspq_anyhit));
     }
     if let (Some(t), Some(one)) = (&threaded, &one_thread) {
@@ -628,6 +640,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         });
         let mut out = out;
         if let Some(map) = out.as_object_mut() {
+            map.insert(
+                "bspq_packets_qps".into(),
+                has_traces.then_some(bspq_packets.wall.median).into(),
+            );
+            map.insert(
+                "bspq_packets".into(),
+                has_traces.then(|| stats_json(&bspq_packets)).into(),
+            );
             // Flat names for scripts: bspq_sphere_qps, exact_sphere_qps, parry_sphere_qps, ...
             for r in &shape_rows {
                 map.insert(format!("bspq_{}_qps", r.kind), r.shifted.wall.median.into());

@@ -4,9 +4,13 @@
 //! kernel keeps no state between queries, so order, batch size and thread
 //! count cannot change a bit of it.
 //!
-//! Each query is answered by the scalar kernel (there is no packet path
-//! yet), so any shape the scalar kernel knows works in a batch.
+//! With [`BatchOptions::packets`], the rays and boxes are ordered by the
+//! coherence pass (a Morton curve through their starts) and walked in
+//! packets ([`super::packet`]); otherwise, and for shapes, each query goes
+//! through the single-query path.
 
+use super::coherence::morton_order;
+use super::packet::PACKET;
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::Vec3;
 use crate::world::World;
@@ -97,6 +101,11 @@ pub struct BatchOptions {
     /// A thread gets at least this many queries: smaller batches stay on
     /// the calling thread, where a thread start would cost more than it saves.
     pub min_per_thread: usize,
+    /// Walk the rays and boxes in packets along the coherence order (else
+    /// one query at a time, in batch order). The answers are the same; on
+    /// the benchmark files packets are slower (see the README), so they
+    /// are off by default.
+    pub packets: bool,
 }
 
 impl Default for BatchOptions {
@@ -104,6 +113,7 @@ impl Default for BatchOptions {
         Self {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             min_per_thread: 256,
+            packets: false,
         }
     }
 }
@@ -197,9 +207,13 @@ pub fn trace_batch(
     out: &mut BatchResults,
 ) -> Result<(), BatchError> {
     batch.check()?;
-    let results = run(batch.len(), options, |i, scratch| {
-        super::trace(world, &batch.query(i), scratch)
-    });
+    let results = if options.packets {
+        batch_in_packets(world, batch, options, false)
+    } else {
+        run(batch.len(), options, |i, scratch| {
+            super::trace(world, &batch.query(i), scratch)
+        })
+    };
     out.clear();
     for r in &results {
         out.push(r);
@@ -216,10 +230,74 @@ pub fn any_hit_batch(
     out: &mut Vec<bool>,
 ) -> Result<(), BatchError> {
     batch.check()?;
-    *out = run(batch.len(), options, |i, scratch| {
-        super::any_hit(world, &batch.query(i), scratch)
-    });
+    *out = if options.packets {
+        batch_in_packets(world, batch, options, true)
+            .iter()
+            .map(|r| r.fraction < 1.0)
+            .collect()
+    } else {
+        run(batch.len(), options, |i, scratch| {
+            super::any_hit(world, &batch.query(i), scratch)
+        })
+    };
     Ok(())
+}
+
+/// The answers to the queries (in query order), walked in packets of
+/// neighbours along the coherence order of their `starts`: `packet` traces
+/// the queries of the given indices (at most [`PACKET`]) and hands each
+/// answer to its `emit` with the query's position among them.
+fn in_packets<F>(starts: &[Vec3], options: &BatchOptions, packet: F) -> Vec<TraceResult>
+where
+    F: Fn(&[u32], &mut Scratch, &mut dyn FnMut(usize, TraceResult)) + Sync,
+{
+    let order = morton_order(starts);
+    let mut results = vec![TraceResult::default(); order.len()];
+    let threads = options.threads_for(order.len());
+    if threads <= 1 {
+        with_scratch(|scratch| {
+            for members in order.chunks(PACKET) {
+                packet(members, scratch, &mut |k, r| {
+                    results[members[k] as usize] = r
+                });
+            }
+        });
+        return results;
+    }
+    // Several threads: each answers a run of the order, in order; then the
+    // answers go to their queries.
+    let chunk = order.len().div_ceil(threads).next_multiple_of(PACKET);
+    let mut along = vec![TraceResult::default(); order.len()];
+    along
+        .par_chunks_mut(chunk)
+        .zip(order.par_chunks(chunk))
+        .for_each(|(answers, members)| {
+            with_scratch(|scratch| {
+                for (answers, members) in answers.chunks_mut(PACKET).zip(members.chunks(PACKET)) {
+                    packet(members, scratch, &mut |k, r| answers[k] = r);
+                }
+            })
+        });
+    for (&i, r) in order.iter().zip(along) {
+        results[i as usize] = r;
+    }
+    results
+}
+
+/// [`in_packets`] over a structure-of-arrays batch.
+fn batch_in_packets(
+    world: &World,
+    batch: &TraceBatch,
+    options: &BatchOptions,
+    any_hit: bool,
+) -> Vec<TraceResult> {
+    in_packets(batch.starts, options, |members, scratch, emit| {
+        // (No allocation: a short packet repeats its last member, unused.)
+        let queries: [TraceQuery; PACKET] =
+            std::array::from_fn(|k| batch.query(members[k.min(members.len() - 1)] as usize));
+        let refs: [&TraceQuery; PACKET] = std::array::from_fn(|k| &queries[k]);
+        super::trace_packet(world, &refs[..members.len()], any_hit, scratch, emit)
+    })
 }
 
 /// Traces a list of queries with any shapes and masks, in order.
@@ -228,10 +306,24 @@ pub fn trace_queries(
     queries: &[TraceQuery],
     options: &BatchOptions,
 ) -> Vec<TraceResult> {
-    run(queries.len(), options, |i, scratch| {
-        super::trace(world, &queries[i], scratch)
-    })
+    if options.packets {
+        let starts: Vec<Vec3> = queries.iter().map(|q| q.start).collect();
+        in_packets(&starts, options, |members, scratch, emit| {
+            let refs: [&TraceQuery; PACKET] =
+                std::array::from_fn(|k| &queries[members[k.min(members.len() - 1)] as usize]);
+            super::trace_packet(world, &refs[..members.len()], false, scratch, emit)
+        })
+    } else {
+        run(queries.len(), options, |i, scratch| {
+            super::trace(world, &queries[i], scratch)
+        })
+    }
 }
+
+/// Chunks per thread a parallel batch is cut into (for balance) ...
+const CHUNKS_PER_THREAD: usize = 8;
+/// ... but no smaller than this many queries (a chunk costs a task).
+const MIN_CHUNK: usize = 64;
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
@@ -251,21 +343,45 @@ where
         with_scratch(|scratch| out.extend((0..n).map(|i| answer(i, scratch))));
         return out;
     }
-    let mut out: Vec<Option<R>> = (0..n).map(|_| None).collect();
-    let chunk = n.div_ceil(threads).max(1);
-    let answer_chunk = |first: usize, slots: &mut [Option<R>]| {
-        with_scratch(|scratch| {
-            for (k, slot) in slots.iter_mut().enumerate() {
-                *slot = Some(answer(first + k, scratch));
-            }
+    // Several chunks per thread, taken by whichever thread is free: queries
+    // differ in cost, and one chunk per thread leaves the faster one idle.
+    let chunk = n.div_ceil(threads * CHUNKS_PER_THREAD).max(MIN_CHUNK);
+    // Answers are written in place into the output (an intermediate vector
+    // and its copy, made on the calling thread, cost a third of the second
+    // core); each task borrows its thread's scratch once. Rayon's pool keeps
+    // its threads (and their scratch) between batches.
+    let mut out = Vec::with_capacity(n);
+    (0..n)
+        .into_par_iter()
+        .with_min_len(chunk)
+        .map_init(BorrowedScratch::take, |scratch, i| {
+            answer(i, &mut scratch.0)
         })
-    };
-    // Rayon's pool keeps its threads (and their scratch) between batches.
-    out.par_chunks_mut(chunk)
-        .enumerate()
-        .for_each(|(c, slots)| answer_chunk(c * chunk, slots));
-    // Every slot was filled above.
-    out.into_iter().flatten().collect()
+        .collect_into_vec(&mut out);
+    out
+}
+
+/// This thread's scratch space, taken out for a task and put back after.
+struct BorrowedScratch(Scratch);
+
+impl BorrowedScratch {
+    fn take() -> Self {
+        BorrowedScratch(SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => std::mem::take(&mut *scratch),
+            Err(_) => Scratch::new(),
+        }))
+    }
+}
+
+impl Drop for BorrowedScratch {
+    fn drop(&mut self) {
+        let scratch = std::mem::take(&mut self.0);
+        SCRATCH.with(|cell| {
+            if let Ok(mut slot) = cell.try_borrow_mut() {
+                *slot = scratch;
+            }
+        });
+    }
 }
 
 /// Runs `f` with this thread's scratch space (a fresh one when it is

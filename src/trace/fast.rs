@@ -170,7 +170,7 @@ impl Found {
     }
 }
 
-struct Search {
+pub(super) struct Search {
     /// The nearest contact's fraction (1: none yet) ...
     frac: f32,
     /// ... the end of its window (where a later-found ray patch hit would
@@ -190,6 +190,39 @@ pub(crate) enum Stop {
 }
 
 impl Search {
+    /// Nothing found yet.
+    pub(super) fn new() -> Self {
+        Search {
+            frac: 1.0,
+            window: 1.0,
+            contact: None,
+            runner_up: 1.0,
+            startsolid: false,
+            allsolid: None,
+        }
+    }
+
+    /// The end of the nearest contact's window: what lies past it cannot
+    /// change the answer (but for ray patch hits: see the module notes).
+    #[inline(always)]
+    pub(super) fn window(&self) -> f32 {
+        self.window
+    }
+
+    /// The search's answer once it ran to the end, or why it stopped.
+    pub(super) fn outcome(&self, stop: Result<(), Stop>) -> Outcome {
+        match stop {
+            Err(Stop::Undecided) => Outcome::Undecided,
+            Err(Stop::Hit) => Outcome::Hit,
+            Ok(()) if !self.decided() => Outcome::Undecided,
+            Ok(()) => Outcome::Answered(Found {
+                contact: self.contact.map(|c| (self.frac, c)),
+                startsolid: self.startsolid,
+                allsolid: self.allsolid,
+            }),
+        }
+    }
+
     /// Takes a contact at `frac` with its window ending at `window`.
     #[inline(always)]
     fn offer(&mut self, frac: f32, window: f32, contact: Contact) -> Result<(), Stop> {
@@ -254,14 +287,14 @@ impl Search {
 /// The per-query constants of the slab test, one splat per axis: a child's
 /// bounds grown by the box are entered at `(min - low) * inv` and
 /// `(max - high) * inv`.
-struct Ray {
-    low: [Vec4; 3],
-    high: [Vec4; 3],
-    inv: [Vec4; 3],
+pub(super) struct Ray {
+    pub low: [Vec4; 3],
+    pub high: [Vec4; 3],
+    pub inv: [Vec4; 3],
 }
 
 impl Ray {
-    fn new(start: Vec3, end: Vec3, half: Vec3) -> Self {
+    pub(super) fn new(start: Vec3, end: Vec3, half: Vec3) -> Self {
         let dir = end - start;
         // A zero component never crosses a slab: a huge finite reciprocal
         // keeps (bound - origin) * inv free of 0 * inf.
@@ -285,7 +318,7 @@ impl Ray {
     /// Per lane, the fraction where the move enters the child's grown
     /// bounds, and a bitmask of the children it enters no later than `limit`.
     #[inline(always)]
-    fn enter(&self, node: &BvhNode, limit: f32) -> (Vec4, u32) {
+    pub(super) fn enter(&self, node: &BvhNode, limit: f32) -> (Vec4, u32) {
         let mut near = Vec4::ZERO;
         let mut far = Vec4::splat(limit);
         for k in 0..3 {
@@ -307,14 +340,7 @@ pub(crate) fn search<C: Clipper, P: Probe>(
     scratch: &mut Scratch,
     probe: &mut P,
 ) -> Outcome {
-    let mut search = Search {
-        frac: 1.0,
-        window: 1.0,
-        contact: None,
-        runner_up: 1.0,
-        startsolid: false,
-        allsolid: None,
-    };
+    let mut search = Search::new();
     // Sized once per world; indexed with a local top, which stays in a
     // register (a Vec's length would be written back on every push).
     let depth = bvh.stack_depth + WIDTH;
@@ -329,16 +355,7 @@ pub(crate) fn search<C: Clipper, P: Probe>(
         &mut scratch.bvh_stack,
         probe,
     );
-    match stop {
-        Err(Stop::Undecided) => Outcome::Undecided,
-        Err(Stop::Hit) => Outcome::Hit,
-        Ok(()) if !search.decided() => Outcome::Undecided,
-        Ok(()) => Outcome::Answered(Found {
-            contact: search.contact.map(|c| (search.frac, c)),
-            startsolid: search.startsolid,
-            allsolid: search.allsolid,
-        }),
-    }
+    search.outcome(stop)
 }
 
 /// The search proper: the unbounded primitives, then each tree, nearest
@@ -362,6 +379,7 @@ fn run<C: Clipper, P: Probe>(
         world,
         bvh,
         &bvh.brushes,
+        0,
         false,
         &ray,
         clipper,
@@ -373,6 +391,7 @@ fn run<C: Clipper, P: Probe>(
         world,
         bvh,
         &bvh.patches,
+        0,
         all_patches,
         &ray,
         clipper,
@@ -382,14 +401,16 @@ fn run<C: Clipper, P: Probe>(
     )
 }
 
-/// Searches one tree; `to_the_end`: to the end of the move, not only to the
-/// end of the nearest contact's window.
+/// Searches one tree from entry `from` (the root, 0, or a subtree a packet
+/// handed over); `to_the_end`: to the end of the move, not only to the end
+/// of the nearest contact's window.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn walk<C: Clipper, P: Probe>(
+pub(super) fn walk<C: Clipper, P: Probe>(
     world: &World,
     bvh: &Bvh,
     nodes: &[BvhNode],
+    from: u32,
     to_the_end: bool,
     ray: &Ray,
     clipper: &C,
@@ -405,7 +426,7 @@ fn walk<C: Clipper, P: Probe>(
     let limit = |search: &Search| if to_the_end { 1.0 } else { search.window };
     // The entry being visited: the root first, then the nearest child
     // entered, straight (no stack round trip), or the next one popped.
-    let mut current = 0;
+    let mut current = from;
     let mut top = 0;
     'visit: loop {
         if current & PRIMITIVE != 0 {
@@ -434,7 +455,7 @@ fn walk<C: Clipper, P: Probe>(
                 // Any-hit stops at the first contact wherever it is: no
                 // order needed.
                 if !any_hit {
-                    sort_farthest_first(&mut stack[base..top]);
+                    sort_farthest_first(&mut stack[base..top], |e| e.1);
                 }
                 top -= 1;
                 current = stack[top].0;
@@ -457,11 +478,11 @@ fn walk<C: Clipper, P: Probe>(
     }
 }
 
-/// Orders up to four stack entries by entry fraction, farthest first.
+/// Orders up to four stack entries by entry fraction (`key`), farthest first.
 #[inline(always)]
-fn sort_farthest_first(entries: &mut [(u32, f32)]) {
-    let swap_if = |e: &mut [(u32, f32)], i: usize, j: usize| {
-        if e[i].1 < e[j].1 {
+pub(super) fn sort_farthest_first<T>(entries: &mut [T], key: impl Fn(&T) -> f32) {
+    let swap_if = |e: &mut [T], i: usize, j: usize| {
+        if key(&e[i]) < key(&e[j]) {
             e.swap(i, j);
         }
     };
@@ -486,7 +507,7 @@ fn sort_farthest_first(entries: &mut [(u32, f32)]) {
 /// A bitmask of the lanes whose contents meet `mask`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
+pub(super) fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
     // One vector AND, compare and move-mask (SSE2, always present on
     // x86_64); the portable form below compiled to four scalar tests.
     use std::arch::x86_64::{
@@ -506,7 +527,7 @@ fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
 /// A bitmask of the lanes whose contents meet `mask`.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
+pub(super) fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
     (UVec4::from_array(*contents) & UVec4::splat(mask))
         .cmpne(UVec4::ZERO)
         .bitmask()
@@ -517,7 +538,7 @@ fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
 /// inlined, the clip code's invariants were hoisted into every search's
 /// set-up and crowded the loop's registers.
 #[inline(never)]
-fn primitive<C: Clipper, P: Probe>(
+pub(super) fn primitive<C: Clipper, P: Probe>(
     world: &World,
     bvh: &Bvh,
     reference: u32,

@@ -13,10 +13,12 @@
 
 mod batch;
 mod brush;
+mod coherence;
 mod contents;
 pub mod exact;
 mod fast;
 pub mod onion;
+mod packet;
 mod patch;
 pub mod shape;
 mod sweep;
@@ -142,6 +144,60 @@ fn walk<P: tree::Probe>(
     }
     scratch.begin(world);
     tree::trace_tree(world, work, scratch, probe);
+}
+
+/// Traces up to [`packet::PACKET`] queries, the rays and boxes among them
+/// walked through the hierarchy together, and hands `emit` each answer with
+/// its index in `queries`: answer `i` is [`trace`] of `queries[i]` alone
+/// (with `any_hit`, [`any_hit`]'s answer as a fraction: 0 for a hit, else 1).
+pub(crate) fn trace_packet(
+    world: &World,
+    queries: &[&TraceQuery],
+    any_hit: bool,
+    scratch: &mut Scratch,
+    mut emit: impl FnMut(usize, TraceResult),
+) {
+    let queries = &queries[..queries.len().min(packet::PACKET)];
+    // Shapes and position tests go alone, and so does everything when the
+    // world has no hierarchy; the rays and boxes moving go in one packet.
+    let mut works = std::mem::take(&mut scratch.packet_works);
+    works.clear();
+    let mut moving = [0usize; packet::PACKET];
+    let packs = world.kernel.matches(world);
+    for (i, &q) in queries.iter().enumerate() {
+        if packs && q.shape.is_none() && TraceWork::moves(q) {
+            moving[works.len()] = i;
+            let mut work = TraceWork::new(q);
+            work.stop_at_any_hit = any_hit;
+            works.push(work);
+        } else if any_hit {
+            let mut result = TraceResult::default();
+            if self::any_hit(world, q, scratch) {
+                result.fraction = 0.0;
+            }
+            emit(i, result);
+        } else {
+            emit(i, trace(world, q, scratch));
+        }
+    }
+    if !works.is_empty() {
+        let outcomes = packet::search_packet(world, &world.kernel.bvh, &works, scratch);
+        for (k, (work, outcome)) in works.iter_mut().zip(outcomes).enumerate() {
+            let q = queries[moving[k]];
+            match outcome {
+                fast::Outcome::Answered(found) => found.write(&mut work.result),
+                fast::Outcome::Hit => work.result.fraction = 0.0,
+                fast::Outcome::Undecided => {
+                    *work = TraceWork::new(q);
+                    work.stop_at_any_hit = any_hit;
+                    scratch.begin(world);
+                    tree::trace_tree(world, work, scratch, &mut ());
+                }
+            }
+            emit(moving[k], work.finish_ref(q));
+        }
+    }
+    scratch.packet_works = works;
 }
 
 /// One brush's contact with a trace, for diagnostics.

@@ -83,6 +83,7 @@ impl Default for TraceResult {
 }
 
 /// Everything below the entry point reads only this.
+#[derive(Debug)]
 pub(crate) struct TraceWork {
     /// Start and end of the box's centre (the query's points moved by the box's centre offset).
     pub start: Vec3,
@@ -153,8 +154,21 @@ impl TraceWork {
         self.start == self.end
     }
 
+    /// Whether `q` is a move (not a position test): what
+    /// [`TraceWork::is_position_test`] of its work says, without the rest of
+    /// the set-up.
+    pub fn moves(q: &TraceQuery) -> bool {
+        let offset = (q.mins + q.maxs) * 0.5;
+        q.start + offset != q.end + offset
+    }
+
     /// The end position from the caller's own start and end.
     pub fn finish(mut self, q: &TraceQuery) -> TraceResult {
+        self.finish_ref(q)
+    }
+
+    /// [`TraceWork::finish`] in place (the work is spent after it).
+    pub fn finish_ref(&mut self, q: &TraceQuery) -> TraceResult {
         let f = self.result.fraction;
         self.result.endpos = if f == 1.0 {
             q.end
@@ -176,6 +190,10 @@ pub struct Scratch {
     pub(crate) segment_stack: Vec<super::tree::Segment>,
     /// The fast trace's stack, as long as the deepest search needs.
     pub(crate) bvh_stack: Vec<(u32, f32)>,
+    /// The packet search's stack, likewise.
+    pub(crate) packet_stack: Vec<super::packet::PacketEntry>,
+    /// A packet's members' set-up (kept to spare an allocation per packet).
+    pub(crate) packet_works: Vec<TraceWork>,
     pub(crate) hull_segments: Vec<super::onion::Segment>,
     pub(crate) shape_stack: Vec<super::sweep::Segment>,
 }
