@@ -1,6 +1,7 @@
 //! `bspq bench`: kernel throughput on a query file, side by side with parry3d
 //! on the same queries in the same process (SPEC §6).
 
+mod derive;
 mod hull;
 mod parry;
 mod shapes;
@@ -70,6 +71,11 @@ pub struct BenchArgs {
     /// as hull traces, side by side with the box sweep (repeatable).
     #[arg(long = "hull")]
     hulls: Vec<String>,
+    /// Replace the file's traces by a coherent workload made from them
+    /// (as many queries): `fans`, 16 view rays from each start; `ticks`,
+    /// a player's move, ground check, step up and stepped move per query.
+    #[arg(long, value_enum)]
+    derive: Option<derive::Derive>,
 }
 
 /// Mean and 99th percentile of one walk counter over the traces.
@@ -365,6 +371,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+    }
+    if let Some(kind) = args.derive {
+        traces = derive::derive(kind, &traces);
     }
     if traces.is_empty() && points.is_empty() {
         bail!("{} holds no valid query", args.queries.display());

@@ -348,40 +348,15 @@ where
     let chunk = n.div_ceil(threads * CHUNKS_PER_THREAD).max(MIN_CHUNK);
     // Answers are written in place into the output (an intermediate vector
     // and its copy, made on the calling thread, cost a third of the second
-    // core); each task borrows its thread's scratch once. Rayon's pool keeps
-    // its threads (and their scratch) between batches.
+    // core). Rayon's pool keeps its threads (and their scratch) between
+    // batches.
     let mut out = Vec::with_capacity(n);
     (0..n)
         .into_par_iter()
         .with_min_len(chunk)
-        .map_init(BorrowedScratch::take, |scratch, i| {
-            answer(i, &mut scratch.0)
-        })
+        .map(|i| with_scratch(|scratch| answer(i, scratch)))
         .collect_into_vec(&mut out);
     out
-}
-
-/// This thread's scratch space, taken out for a task and put back after.
-struct BorrowedScratch(Scratch);
-
-impl BorrowedScratch {
-    fn take() -> Self {
-        BorrowedScratch(SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut scratch) => std::mem::take(&mut *scratch),
-            Err(_) => Scratch::new(),
-        }))
-    }
-}
-
-impl Drop for BorrowedScratch {
-    fn drop(&mut self) {
-        let scratch = std::mem::take(&mut self.0);
-        SCRATCH.with(|cell| {
-            if let Ok(mut slot) = cell.try_borrow_mut() {
-                *slot = scratch;
-            }
-        });
-    }
 }
 
 /// Runs `f` with this thread's scratch space (a fresh one when it is
