@@ -100,11 +100,7 @@ pub(crate) fn clip_brush(world: &World, brush: &Brush, w: &TraceWork) -> BrushCl
 /// distance, which no test below can see).
 #[inline(always)]
 fn clip<const RAY: bool>(count: usize, w: &TraceWork, plane: impl Fn(usize) -> Vec4) -> BrushClip {
-    let mut enter_frac: f32 = -1.0;
-    let mut leave_frac: f32 = 1.0;
-    let mut clip: Option<usize> = None;
-    let mut starts_out = false;
-    let mut gets_out = false;
+    let mut clip = Crossings::new();
     let start = Vec3A::from(w.start);
     let end = Vec3A::from(w.end);
     let lower = Vec3A::from(w.lower);
@@ -122,10 +118,10 @@ fn clip<const RAY: bool>(count: usize, w: &TraceWork, plane: impl Fn(usize) -> V
         let d1 = start.dot(normal) - dist;
         let d2 = end.dot(normal) - dist;
         if d2 > 0.0 {
-            gets_out = true;
+            clip.gets_out = true;
         }
         if d1 > 0.0 {
-            starts_out = true;
+            clip.starts_out = true;
         }
         // Completely in front of this face (or ending at most 1/8 unit inside
         // its "touch" zone while moving away): the brush cannot be hit.
@@ -135,36 +131,74 @@ fn clip<const RAY: bool>(count: usize, w: &TraceWork, plane: impl Fn(usize) -> V
         if d1 <= 0.0 && d2 <= 0.0 {
             continue;
         }
+        clip.cross(k, d1, d2);
+    }
+    clip.finish()
+}
+
+/// What the sides met so far say: the latest entry and earliest exit
+/// (with the reference's 1/8-unit rules) and where the move starts and ends.
+struct Crossings {
+    enter_frac: f32,
+    leave_frac: f32,
+    /// The side entered last (the contact).
+    clip: Option<usize>,
+    starts_out: bool,
+    gets_out: bool,
+}
+
+impl Crossings {
+    fn new() -> Self {
+        Crossings {
+            enter_frac: -1.0,
+            leave_frac: 1.0,
+            clip: None,
+            starts_out: false,
+            gets_out: false,
+        }
+    }
+
+    /// Side `side`, which the move crosses (distances `d1` at the start and
+    /// `d2` at the end, not both behind it): entering it when `d1 > d2`.
+    #[inline(always)]
+    fn cross(&mut self, side: usize, d1: f32, d2: f32) {
         let denom = (d1 - d2) as f64;
         if d1 > d2 {
-            // Entering this half-space.
             let mut f = ((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32;
             if f < 0.0 {
                 f = 0.0;
             }
-            if f > enter_frac {
-                enter_frac = f;
-                clip = Some(k);
+            if f > self.enter_frac {
+                self.enter_frac = f;
+                self.clip = Some(side);
             }
         } else {
             let mut f = ((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32;
             if f > 1.0 {
                 f = 1.0;
             }
-            if f < leave_frac {
-                leave_frac = f;
+            if f < self.leave_frac {
+                self.leave_frac = f;
             }
         }
     }
-    if !starts_out {
-        return BrushClip::Inside { gets_out };
-    }
-    match clip {
-        Some(side) if enter_frac < leave_frac && enter_frac > -1.0 => BrushClip::Enter {
-            frac: enter_frac,
-            side,
-        },
-        _ => BrushClip::Miss,
+
+    /// The clip once every side was met and none ruled the brush out.
+    fn finish(self) -> BrushClip {
+        if !self.starts_out {
+            return BrushClip::Inside {
+                gets_out: self.gets_out,
+            };
+        }
+        match self.clip {
+            Some(side) if self.enter_frac < self.leave_frac && self.enter_frac > -1.0 => {
+                BrushClip::Enter {
+                    frac: self.enter_frac,
+                    side,
+                }
+            }
+            _ => BrushClip::Miss,
+        }
     }
 }
 
@@ -185,11 +219,7 @@ fn clip_lanes<const RAY: bool>(planes: &[Vec4], w: &TraceWork) -> BrushClip {
     // (d as f64 >= SURFACE_CLIP_EPSILON) == (d >= SURFACE_CLIP_EPSILON as f32):
     // the epsilon is 1/8, exact in f32, and widening is exact.
     const _: () = assert!(SURFACE_CLIP_EPSILON == 0.125);
-    let mut enter_frac: f32 = -1.0;
-    let mut leave_frac: f32 = 1.0;
-    let mut clip: Option<usize> = None;
-    let mut starts_out = false;
-    let mut gets_out = false;
+    let mut clip = Crossings::new();
     for (chunk, sides) in planes.chunks(4).enumerate() {
         // Lanes past the last side hold 0·x <= -1: never crossed or left.
         let side = |k: usize| {
@@ -218,53 +248,21 @@ fn clip_lanes<const RAY: bool>(planes: &[Vec4], w: &TraceWork) -> BrushClip {
         let d2 = dot(&end) - dist;
         let front1 = d1.cmpgt(Vec4::ZERO);
         let front2 = d2.cmpgt(Vec4::ZERO);
-        gets_out |= front2.any();
-        starts_out |= front1.any();
+        clip.gets_out |= front2.any();
+        clip.starts_out |= front1.any();
         if (front1 & (d2.cmpge(epsilon) | d2.cmpge(d1))).any() {
             return BrushClip::Miss;
         }
         let behind = d1.cmple(Vec4::ZERO) & d2.cmple(Vec4::ZERO);
         let mut crossing = !behind.bitmask() & 0xF;
-        if crossing == 0 {
-            continue;
-        }
-        let entering = d1.cmpgt(d2).bitmask();
         let (d1, d2) = (d1.to_array(), d2.to_array());
         while crossing != 0 {
             let lane = crossing.trailing_zeros() as usize;
             crossing &= crossing - 1;
-            let (d1, d2) = (d1[lane], d2[lane]);
-            let denom = (d1 - d2) as f64;
-            if entering & (1 << lane) != 0 {
-                let mut f = ((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32;
-                if f < 0.0 {
-                    f = 0.0;
-                }
-                if f > enter_frac {
-                    enter_frac = f;
-                    clip = Some(chunk * 4 + lane);
-                }
-            } else {
-                let mut f = ((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32;
-                if f > 1.0 {
-                    f = 1.0;
-                }
-                if f < leave_frac {
-                    leave_frac = f;
-                }
-            }
+            clip.cross(chunk * 4 + lane, d1[lane], d2[lane]);
         }
     }
-    if !starts_out {
-        return BrushClip::Inside { gets_out };
-    }
-    match clip {
-        Some(side) if enter_frac < leave_frac && enter_frac > -1.0 => BrushClip::Enter {
-            frac: enter_frac,
-            side,
-        },
-        _ => BrushClip::Miss,
-    }
+    clip.finish()
 }
 
 /// Whether the box at the trace's start overlaps `brush` (closed: touching counts).
