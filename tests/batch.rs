@@ -597,3 +597,46 @@ fn packed_batches_answer_as_lines_do() {
         }
     }
 }
+
+/// One scratch moving between two worlds with as many brushes but not as
+/// many patches (a map with and without curves) answers every position test
+/// as a fresh scratch does. (It once started its count over while keeping
+/// the brushes' marks, and skipped brushes it had not tested.)
+#[test]
+fn a_scratch_moving_between_worlds_answers_as_a_fresh_one() {
+    use bspq::math::Vec3;
+    let with_curves = load_world("oa_ctf2", true);
+    let without = load_world("oa_ctf2", false);
+    let (a, b) = (with_curves.view(), without.view());
+    assert_eq!(a.brushes.len(), b.brushes.len());
+    assert_ne!(a.patches.len(), b.patches.len());
+    let mut rng = Rng(0x5c7a_7c40);
+    let mut unit = move || (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
+    let half = Vec3::new(15.0, 15.0, 24.0);
+    let mut shared = Scratch::new();
+    let mut solid = 0;
+    for round in 0..500 {
+        // Positions near brushes, so many tests are inside one; the same
+        // few in one world, then in the other (they meet the same brushes).
+        let queries: Vec<TraceQuery> = (0..6)
+            .map(|_| {
+                let brush = &a.brushes[(unit() * a.brushes.len() as f32) as usize];
+                let (lo, hi) = (Vec3::from_array(brush.mins), Vec3::from_array(brush.maxs));
+                let p = lo - half + (hi - lo + half * 2.0) * Vec3::new(unit(), unit(), unit());
+                TraceQuery::boxed(p, p, -half, half, u32::MAX)
+            })
+            .collect();
+        for world in [&a, &b] {
+            for (i, q) in queries.iter().enumerate() {
+                let want = trace(world, q, &mut Scratch::new());
+                assert_eq!(
+                    bits(&trace(world, q, &mut shared)),
+                    bits(&want),
+                    "round {round}, position test {i} {q:?}"
+                );
+                solid += want.startsolid as usize;
+            }
+        }
+    }
+    assert!(solid > 1_000, "only {solid} positions in solid");
+}

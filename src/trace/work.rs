@@ -204,11 +204,15 @@ impl Scratch {
     }
 
     pub(crate) fn begin(&mut self, world: &World) {
-        if self.brush_stamps.len() != world.brushes.len() {
+        // A world of another size: both marks start over together. (Starting
+        // the count over while one array kept its marks made old marks equal
+        // new counts: a scratch moving between two worlds with as many
+        // brushes but not as many patches, the same map with and without
+        // curves, skipped brushes it had not tested.)
+        if self.brush_stamps.len() != world.brushes.len()
+            || self.patch_stamps.len() != world.patches.len()
+        {
             self.brush_stamps = vec![0; world.brushes.len()];
-            self.stamp = 0;
-        }
-        if self.patch_stamps.len() != world.patches.len() {
             self.patch_stamps = vec![0; world.patches.len()];
             self.stamp = 0;
         }
