@@ -125,25 +125,38 @@ fn walk<P: tree::Probe>(
         return;
     }
     if world.kernel.matches(world) {
-        match fast::search(world, &world.kernel.bvh, work, scratch, probe) {
-            fast::Outcome::Answered(found) => {
-                found.write(&mut work.result);
-                return;
-            }
-            fast::Outcome::Hit => {
-                work.result.fraction = 0.0;
-                return;
-            }
-            fast::Outcome::Undecided => {
-                probe.fallback();
-                let any_hit = work.stop_at_any_hit;
-                *work = TraceWork::new(query);
-                work.stop_at_any_hit = any_hit;
-            }
+        let outcome = fast::search(world, &world.kernel.bvh, work, scratch, probe);
+        settle(world, work, query, outcome, scratch, probe);
+    } else {
+        scratch.begin(world);
+        tree::trace_tree(world, work, scratch, probe);
+    }
+}
+
+/// Makes the fast trace's `outcome` the move's answer: as found, a hit
+/// (any-hit), or, when the walk's order decides it, the BSP walk's answer
+/// from a fresh start.
+#[inline(always)]
+fn settle<P: tree::Probe>(
+    world: &World,
+    work: &mut TraceWork,
+    query: &TraceQuery,
+    outcome: fast::Outcome,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) {
+    match outcome {
+        fast::Outcome::Answered(found) => found.write(&mut work.result),
+        fast::Outcome::Hit => work.result.fraction = 0.0,
+        fast::Outcome::Undecided => {
+            probe.fallback();
+            let any_hit = work.stop_at_any_hit;
+            *work = TraceWork::new(query);
+            work.stop_at_any_hit = any_hit;
+            scratch.begin(world);
+            tree::trace_tree(world, work, scratch, probe);
         }
     }
-    scratch.begin(world);
-    tree::trace_tree(world, work, scratch, probe);
 }
 
 /// Traces up to [`packet::PACKET`] queries, the rays and boxes among them
@@ -165,10 +178,10 @@ pub(crate) fn trace_packet(
     let mut moving = [0usize; packet::PACKET];
     let packs = world.kernel.matches(world);
     for (i, &q) in queries.iter().enumerate() {
-        if packs && q.shape.is_none() && TraceWork::moves(q) {
+        let mut work = TraceWork::new(q);
+        work.stop_at_any_hit = any_hit;
+        if packs && q.shape.is_none() && !work.is_position_test() {
             moving[works.len()] = i;
-            let mut work = TraceWork::new(q);
-            work.stop_at_any_hit = any_hit;
             works.push(work);
         } else if any_hit {
             let mut result = TraceResult::default();
@@ -182,19 +195,10 @@ pub(crate) fn trace_packet(
     }
     if !works.is_empty() {
         let outcomes = packet::search_packet(world, &world.kernel.bvh, &works, scratch);
-        for (k, (work, outcome)) in works.iter_mut().zip(outcomes).enumerate() {
+        for (k, (mut work, outcome)) in works.drain(..).zip(outcomes).enumerate() {
             let q = queries[moving[k]];
-            match outcome {
-                fast::Outcome::Answered(found) => found.write(&mut work.result),
-                fast::Outcome::Hit => work.result.fraction = 0.0,
-                fast::Outcome::Undecided => {
-                    *work = TraceWork::new(q);
-                    work.stop_at_any_hit = any_hit;
-                    scratch.begin(world);
-                    tree::trace_tree(world, work, scratch, &mut ());
-                }
-            }
-            emit(moving[k], work.finish_ref(q));
+            settle(world, &mut work, q, outcome, scratch, &mut ());
+            emit(moving[k], work.finish(q));
         }
     }
     scratch.packet_works = works;

@@ -154,21 +154,8 @@ impl TraceWork {
         self.start == self.end
     }
 
-    /// Whether `q` is a move (not a position test): what
-    /// [`TraceWork::is_position_test`] of its work says, without the rest of
-    /// the set-up.
-    pub fn moves(q: &TraceQuery) -> bool {
-        let offset = (q.mins + q.maxs) * 0.5;
-        q.start + offset != q.end + offset
-    }
-
     /// The end position from the caller's own start and end.
     pub fn finish(mut self, q: &TraceQuery) -> TraceResult {
-        self.finish_ref(q)
-    }
-
-    /// [`TraceWork::finish`] in place (the work is spent after it).
-    pub fn finish_ref(&mut self, q: &TraceQuery) -> TraceResult {
         let f = self.result.fraction;
         self.result.endpos = if f == 1.0 {
             q.end
