@@ -217,21 +217,23 @@ fn trace_pass(world: &World, queries: &[TraceQuery], scratch: &mut Scratch) {
 }
 
 /// The batch kernel over `queries` in batches of `batch`, each batch split
-/// across `threads` threads (wall-clock throughput).
-fn measure_batches(
+/// across `threads` threads, and the same on one thread (wall-clock
+/// throughput of each). The runs alternate, so that both see the same
+/// machine and the speed-up is taken side by side.
+fn measure_threads(
     world: &World,
     queries: &[TraceQuery],
     batch: usize,
     threads: usize,
     runs: usize,
     passes: usize,
-) -> Stats {
-    let options = BatchOptions {
-        threads,
-        min_per_thread: 1,
-        ..BatchOptions::default()
-    };
-    let run = || {
+) -> (Stats, Stats) {
+    let run = |threads: usize| {
+        let options = BatchOptions {
+            threads,
+            min_per_thread: 1,
+            ..BatchOptions::default()
+        };
         let t = Instant::now();
         for _ in 0..passes {
             for chunk in queries.chunks(batch) {
@@ -240,8 +242,14 @@ fn measure_batches(
         }
         (queries.len() * passes) as f64 / t.elapsed().as_secs_f64()
     };
-    run(); // warm-up
-    Stats::from_runs((0..runs).map(|_| run()).collect(), passes)
+    // Warm-up: the pool's threads start and their scratch grows.
+    run(threads);
+    run(1);
+    let (many, one): (Vec<f64>, Vec<f64>) = (0..runs).map(|_| (run(threads), run(1))).unzip();
+    (
+        Stats::from_runs(many, passes),
+        Stats::from_runs(one, passes),
+    )
 }
 
 /// The CPU model from /proc/cpuinfo, when there is one.
@@ -412,26 +420,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             black_box(any_hit(&world, black_box(q), &mut scratch));
         }
     });
-    let threaded = (args.threads > 1 && !traces.is_empty()).then(|| {
-        measure_batches(
+    let (threaded, one_thread) = if args.threads > 1 && !traces.is_empty() {
+        let (many, one) = measure_threads(
             &world,
             &traces,
             args.batch,
             args.threads,
             args.runs,
             bspq_batch.wall.passes,
-        )
-    });
-    let one_thread = threaded.is_some().then(|| {
-        measure_batches(
-            &world,
-            &traces,
-            args.batch,
-            1,
-            args.runs,
-            bspq_batch.wall.passes,
-        )
-    });
+        );
+        (Some(many), Some(one))
+    } else {
+        (None, None)
+    };
     let parry = if args.no_parry || traces.is_empty() {
         None
     } else {

@@ -345,7 +345,7 @@ pub(crate) fn search<C: Clipper, P: Probe>(
     // register (a Vec's length would be written back on every push).
     let depth = bvh.stack_depth + WIDTH;
     if scratch.bvh_stack.len() < depth {
-        scratch.bvh_stack.resize(depth, (0, 0.0));
+        scratch.bvh_stack.resize(depth, Entry::NONE);
     }
     let stop = run(
         world,
@@ -366,7 +366,7 @@ fn run<C: Clipper, P: Probe>(
     bvh: &Bvh,
     clipper: &C,
     search: &mut Search,
-    stack: &mut [(u32, f32)],
+    stack: &mut [Entry],
     probe: &mut P,
 ) -> Result<(), Stop> {
     for &reference in &bvh.unbounded {
@@ -415,7 +415,7 @@ pub(super) fn walk<C: Clipper, P: Probe>(
     ray: &Ray,
     clipper: &C,
     search: &mut Search,
-    stack: &mut [(u32, f32)],
+    stack: &mut [Entry],
     probe: &mut P,
 ) -> Result<(), Stop> {
     if nodes.is_empty() {
@@ -435,30 +435,44 @@ pub(super) fn walk<C: Clipper, P: Probe>(
             probe.bvh_node();
             let node = &nodes[current as usize];
             let (near, hits) = ray.enter(node, limit(search));
-            let mut hits = hits & lanes_in_mask(&node.contents, mask);
+            let hits = hits & lanes_in_mask(&node.contents, mask);
             if hits != 0 && hits & (hits - 1) == 0 {
                 current = node.children[hits.trailing_zeros() as usize];
                 continue 'visit;
             }
             if hits != 0 {
-                // Push the children entered, ordered so the nearest is on
-                // top, and visit it: pruning by the window works best when
-                // the nearest contact is found first.
-                let near = near.to_array();
-                let base = top;
-                while hits != 0 {
-                    let slot = hits.trailing_zeros() as usize;
-                    hits &= hits - 1;
-                    stack[top] = (node.children[slot], near[slot]);
-                    top += 1;
+                if any_hit {
+                    // Any-hit stops at the first contact wherever it is:
+                    // no order needed, only the entered children.
+                    let near = near.to_array();
+                    let mut hits = hits;
+                    while hits != 0 {
+                        let slot = hits.trailing_zeros() as usize;
+                        hits &= hits - 1;
+                        stack[top] = Entry::entered(node.children[slot], near[slot]);
+                        top += 1;
+                    }
+                    top -= 1;
+                    current = stack[top].child();
+                    continue 'visit;
                 }
-                // Any-hit stops at the first contact wherever it is: no
-                // order needed.
-                if !any_hit {
-                    sort_farthest_first(&mut stack[base..top], |e| e.1);
-                }
-                top -= 1;
-                current = stack[top].0;
+                // Visit the nearest child entered and push the others,
+                // nearest on top: pruning by the window works best when the
+                // nearest contact is found first. Ordered with a sorting
+                // network on the packed entries (no data-dependent
+                // branches: the order of children is a coin toss to a
+                // branch predictor).
+                let [a, b, c, d] = sort4_descending(Entry::lanes(node, near, hits));
+                let entered = hits.count_ones() as usize;
+                // The entries not entered sort first (`NONE` is the
+                // largest), the nearest last. Write the three slots before
+                // the nearest from the first entered on (the slots past the
+                // ones pushed are free) and move the top past the pushed.
+                let sorted = [a, b, c, d, d, d, d];
+                let first = WIDTH - entered;
+                stack[top..top + 3].copy_from_slice(&sorted[first..first + 3]);
+                top += entered - 1;
+                current = d.child();
                 continue 'visit;
             }
         }
@@ -469,13 +483,66 @@ pub(super) fn walk<C: Clipper, P: Probe>(
                 return Ok(());
             }
             top -= 1;
-            let (child, near) = stack[top];
-            if near <= limit(search) {
-                current = child;
+            let entry = stack[top];
+            if entry.near() <= limit(search) {
+                current = entry.child();
                 continue 'visit;
             }
         }
     }
+}
+
+/// A stack entry of the fast trace packed in 64 bits: the fraction where
+/// the move enters the child's bounds in the high half (a non-negative f32,
+/// whose bits order as the values do) and the child reference in the low
+/// half, so entries order by entry fraction as plain integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Entry(u64);
+
+impl Entry {
+    /// A lane not entered: after every entry in the order.
+    pub const NONE: Entry = Entry(u64::MAX);
+
+    /// Child `child` entered at fraction `near` (at least 0, but maybe
+    /// -0.0: the sign bit is cleared).
+    #[inline(always)]
+    pub fn entered(child: u32, near: f32) -> Entry {
+        Entry(u64::from(near.to_bits() & 0x7FFF_FFFF) << 32 | u64::from(child))
+    }
+
+    /// The entries of a node's four children, `NONE` for lanes not in `hits`.
+    #[inline(always)]
+    fn lanes(node: &BvhNode, near: Vec4, hits: u32) -> [Entry; WIDTH] {
+        let near = near.to_array();
+        std::array::from_fn(|k| {
+            // All ones for a lane not entered, else zeros: a select without
+            // a branch.
+            let unless_entered = u64::from((hits >> k) & 1).wrapping_sub(1);
+            Entry(Self::entered(node.children[k], near[k]).0 | unless_entered)
+        })
+    }
+
+    #[inline(always)]
+    pub fn child(self) -> u32 {
+        self.0 as u32
+    }
+
+    #[inline(always)]
+    pub fn near(self) -> f32 {
+        f32::from_bits((self.0 >> 32) as u32)
+    }
+}
+
+/// Sorts four entries, largest first, with a five-comparator network of
+/// minimums and maximums (conditional moves, not branches).
+#[inline(always)]
+fn sort4_descending([a, b, c, d]: [Entry; 4]) -> [Entry; 4] {
+    let (a, b) = (a.max(b), a.min(b));
+    let (c, d) = (c.max(d), c.min(d));
+    let (a, c) = (a.max(c), a.min(c));
+    let (b, d) = (b.max(d), b.min(d));
+    let (b, c) = (b.max(c), b.min(c));
+    [a, b, c, d]
 }
 
 /// Orders up to four stack entries by entry fraction (`key`), farthest first.

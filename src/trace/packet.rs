@@ -207,7 +207,7 @@ pub(crate) fn search_packet<C: Clipper>(
         scratch.packet_stack.resize(depth, PacketEntry::default());
     }
     if scratch.bvh_stack.len() < depth {
-        scratch.bvh_stack.resize(depth, (0, 0.0));
+        scratch.bvh_stack.resize(depth, super::fast::Entry::NONE);
     }
     let mut stacks = Stacks {
         packet: &mut scratch.packet_stack,
@@ -246,7 +246,7 @@ struct Tree<'a> {
 /// The packet's stack, and the one a member walking alone uses.
 struct Stacks<'a> {
     packet: &'a mut [PacketEntry],
-    alone: &'a mut [(u32, f32)],
+    alone: &'a mut [super::fast::Entry],
 }
 
 /// Walks one tree with the packet. A subtree only one member entered is

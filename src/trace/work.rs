@@ -176,7 +176,7 @@ pub struct Scratch {
     pub(crate) leaf_stack: Vec<u32>,
     pub(crate) segment_stack: Vec<super::tree::Segment>,
     /// The fast trace's stack, as long as the deepest search needs.
-    pub(crate) bvh_stack: Vec<(u32, f32)>,
+    pub(crate) bvh_stack: Vec<super::fast::Entry>,
     /// The packet search's stack, likewise.
     pub(crate) packet_stack: Vec<super::packet::PacketEntry>,
     /// A packet's members' set-up (kept to spare an allocation per packet).
