@@ -3,6 +3,7 @@
 
 use super::work::TraceWork;
 use crate::math::SURFACE_CLIP_EPSILON;
+use crate::world::kernel::SideLanes;
 use crate::world::{Brush, World};
 use glam::{Vec3A, Vec4};
 
@@ -23,8 +24,9 @@ pub(crate) enum BrushClip {
 /// strictly nearer than anything found before (the reference keeps the first
 /// of two equal contacts in its traversal order).
 #[inline]
-pub(crate) fn trace_through_brush(world: &World, brush: &Brush, w: &mut TraceWork) {
-    match clip_brush(world, brush, w) {
+pub(crate) fn trace_through_brush(world: &World, index: usize, w: &mut TraceWork) {
+    let brush = &world.brushes[index];
+    match clip_brush(world, index, w) {
         BrushClip::Miss => {}
         BrushClip::Inside { gets_out } => {
             // The start is inside: no contact is reported, only solidity.
@@ -61,26 +63,27 @@ pub(crate) fn record_contact(
     w.result.contents = brush.contents;
 }
 
-/// Clips the trace's move against `brush` on its own (nothing found before
-/// is read).
+/// Clips the trace's move against brush `index` on its own (nothing found
+/// before is read).
 #[inline]
-pub(crate) fn clip_brush(world: &World, brush: &Brush, w: &TraceWork) -> BrushClip {
+pub(crate) fn clip_brush(world: &World, index: usize, w: &TraceWork) -> BrushClip {
+    let brush = &world.brushes[index];
     if brush.num_sides == 0 {
         return BrushClip::Miss;
     }
-    let first = brush.first_side as usize;
     let count = brush.num_sides as usize;
-    let packed = &world.kernel.side_planes;
-    // The kernel's copy of the side planes (one load per side) when the
-    // world has one, else the file's sides and planes: the same numbers.
-    if packed.len() == world.brush_sides.len() {
-        let planes = &packed[first..first + count];
+    let kernel = &world.kernel;
+    // The kernel's copy of the side planes, in lanes, when the world has
+    // one, else the file's sides and planes: the same numbers.
+    if let Some(&first) = kernel.brush_lanes.get(index) {
+        let lanes = &kernel.side_lanes[first as usize..][..count.div_ceil(4)];
         if w.is_point {
-            clip_lanes::<true>(planes, w)
+            clip_lanes::<true>(lanes, w)
         } else {
-            clip_lanes::<false>(planes, w)
+            clip_lanes::<false>(lanes, w)
         }
     } else {
+        let first = brush.first_side as usize;
         let sides = &world.brush_sides[first..first + count];
         let plane = |k: usize| {
             let p = &world.planes[sides[k].plane as usize];
@@ -209,7 +212,7 @@ impl Crossings {
 /// scalar fraction arithmetic, in side order. The scalar loop branched on
 /// every side, and a brush clip cost about 7 mispredicted branches.
 #[inline(always)]
-fn clip_lanes<const RAY: bool>(planes: &[Vec4], w: &TraceWork) -> BrushClip {
+fn clip_lanes<const RAY: bool>(lanes: &[SideLanes], w: &TraceWork) -> BrushClip {
     let splat = |v: Vec3A| [Vec4::splat(v.x), Vec4::splat(v.y), Vec4::splat(v.z)];
     let start = splat(Vec3A::from(w.start));
     let end = splat(Vec3A::from(w.end));
@@ -220,21 +223,10 @@ fn clip_lanes<const RAY: bool>(planes: &[Vec4], w: &TraceWork) -> BrushClip {
     // the epsilon is 1/8, exact in f32, and widening is exact.
     const _: () = assert!(SURFACE_CLIP_EPSILON == 0.125);
     let mut clip = Crossings::new();
-    for (chunk, sides) in planes.chunks(4).enumerate() {
+    for (chunk, sides) in lanes.iter().enumerate() {
         // Lanes past the last side hold 0·x <= -1: never crossed or left.
-        let side = |k: usize| {
-            sides
-                .get(k)
-                .copied()
-                .unwrap_or(Vec4::new(0.0, 0.0, 0.0, 1.0))
-        };
-        let [p0, p1, p2, p3] = [side(0), side(1), side(2), side(3)];
-        let n = [
-            Vec4::new(p0.x, p1.x, p2.x, p3.x),
-            Vec4::new(p0.y, p1.y, p2.y, p3.y),
-            Vec4::new(p0.z, p1.z, p2.z, p3.z),
-        ];
-        let plane_dist = Vec4::new(p0.w, p1.w, p2.w, p3.w);
+        let n = [sides.x, sides.y, sides.z];
+        let plane_dist = sides.dist;
         // As Vec3A::dot: (x + y) + z.
         let dot = |v: &[Vec4; 3]| v[0] * n[0] + v[1] * n[1] + v[2] * n[2];
         let dist = if RAY {
@@ -364,14 +356,16 @@ mod tests {
                 )
             };
             let w = TraceWork::new(&TraceQuery::boxed(start, end, -half, half, 1));
+            let as_arrays: Vec<[f32; 4]> = planes.iter().map(|p| p.to_array()).collect();
+            let side_lanes: Vec<SideLanes> = as_arrays.chunks(4).map(SideLanes::new).collect();
             let (lanes, scalar) = if w.is_point {
                 (
-                    clip_lanes::<true>(&planes, &w),
+                    clip_lanes::<true>(&side_lanes, &w),
                     clip::<true>(planes.len(), &w, |k| planes[k]),
                 )
             } else {
                 (
-                    clip_lanes::<false>(&planes, &w),
+                    clip_lanes::<false>(&side_lanes, &w),
                     clip::<false>(planes.len(), &w, |k| planes[k]),
                 )
             };

@@ -689,7 +689,7 @@ impl Clipper for TraceWork {
     #[inline(always)]
     fn brush(&self, world: &World, index: usize) -> Clipped {
         let brush = &world.brushes[index];
-        match clip_brush(world, brush, self) {
+        match clip_brush(world, index, self) {
             BrushClip::Miss => Clipped::Miss,
             BrushClip::Inside { gets_out } => Clipped::Inside { gets_out },
             BrushClip::Enter { frac, side } => {

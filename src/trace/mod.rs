@@ -229,7 +229,7 @@ pub fn brush_contacts(world: &World, query: &TraceQuery) -> Vec<BrushContact> {
                 work.result.contents = b.contents;
             }
         } else {
-            brush::trace_through_brush(world, b, &mut work);
+            brush::trace_through_brush(world, i, &mut work);
         }
         if work.result.fraction < 1.0 || work.result.startsolid {
             out.push(BrushContact {

@@ -358,7 +358,7 @@ impl Walk<'_, '_> {
                     continue;
                 }
                 self.w.result = TraceResult::default();
-                trace_through_brush(world, brush, &mut self.w);
+                trace_through_brush(world, b as usize, &mut self.w);
                 let r = self.w.result;
                 if r.allsolid {
                     self.order_dependent = true;

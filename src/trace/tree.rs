@@ -332,12 +332,12 @@ fn trace_leaf<P: Probe, N: Nodes>(
 ) {
     probe.leaf(leaf);
     let bounds = w.bounds.map(Vec3A::from);
-    for (index, brush) in new_brushes(world, scratch, leaf, w.mask) {
+    for (index, _) in new_brushes(world, scratch, leaf, w.mask) {
         if !nodes.may_touch_brush(index, &bounds) {
             continue;
         }
         probe.brush();
-        trace_through_brush(world, brush, w);
+        trace_through_brush(world, index, w);
         // Like the reference, stop at a contact at the very start.
         if w.result.allsolid || w.result.fraction == 0.0 {
             return;

@@ -7,7 +7,8 @@
 //!   the bounds of everything below the node, so a walk skips subtrees the
 //!   move's swept box cannot touch;
 //! - per brush, the box its axial sides enclose, used the same way;
-//! - per brush side, its plane inline (normal and distance in 16 bytes).
+//! - per brush, its sides' planes four to a record in SIMD lanes (normals'
+//!   x, y and z, distances), so a brush clip reads them without transposing.
 //!
 //! Why skipping by bounds gives the same answers: a brush whose six axial
 //! sides are all present rejects, on its first such side, any box that stays
@@ -43,6 +44,38 @@ pub struct KernelNode {
 }
 const _: () = assert!(std::mem::size_of::<KernelNode>() == 64);
 
+/// Four brush sides' planes in SIMD lanes: lane `k` holds side `k`'s
+/// normal (`x`, `y`, `z`) and distance. A brush whose side count is not a
+/// multiple of four fills its last record with [`SideLanes::PADDING`].
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SideLanes {
+    pub x: Vec4,
+    pub y: Vec4,
+    pub z: Vec4,
+    pub dist: Vec4,
+}
+const _: () = assert!(std::mem::size_of::<SideLanes>() == 64);
+
+impl SideLanes {
+    /// The plane of an unused lane, `0·p <= -1`: every point is behind it,
+    /// by 1 unit whatever a box's shift, so no move crosses or leaves it.
+    pub const PADDING: [f32; 4] = [0.0, 0.0, 0.0, 1.0];
+
+    /// Lanes of up to four planes (`[x, y, z, dist]`), padded.
+    pub(crate) fn new(planes: &[[f32; 4]]) -> Self {
+        let plane = |k: usize| planes.get(k).copied().unwrap_or(Self::PADDING);
+        let p = [plane(0), plane(1), plane(2), plane(3)];
+        let lane = |c: usize| Vec4::new(p[0][c], p[1][c], p[2][c], p[3][c]);
+        SideLanes {
+            x: lane(0),
+            y: lane(1),
+            z: lane(2),
+            dist: lane(3),
+        }
+    }
+}
+
 /// The derived tree of one world.
 #[derive(Debug, Clone, Default)]
 pub struct KernelTree {
@@ -52,9 +85,11 @@ pub struct KernelTree {
     /// Per brush: its axial box grown by [`CULL_MARGIN`] as `[mins, maxs]`
     /// (infinite when the brush lacks an axial side).
     pub brush_bounds: Vec<[[f32; 3]; 2]>,
-    /// Per brush side (same indices as the world's): its plane's normal in
-    /// `xyz` and distance in `w`, so a brush clip reads one array.
-    pub side_planes: Vec<Vec4>,
+    /// The brushes' side planes, four to a record, each brush's sides in
+    /// order from its own first record (see [`SideLanes`]) ...
+    pub side_lanes: Vec<SideLanes>,
+    /// ... which this holds, per brush.
+    pub brush_lanes: Vec<u32>,
     /// The brushes and patches in a four-wide bounding-volume hierarchy, for
     /// the fast trace ([`super::bvh`]).
     pub bvh: Bvh,
@@ -64,7 +99,8 @@ pub struct KernelTree {
 pub static EMPTY: KernelTree = KernelTree {
     nodes: Vec::new(),
     brush_bounds: Vec::new(),
-    side_planes: Vec::new(),
+    side_lanes: Vec::new(),
+    brush_lanes: Vec::new(),
     bvh: Bvh::EMPTY,
 };
 
@@ -74,7 +110,7 @@ impl KernelTree {
         !self.nodes.is_empty()
             && self.nodes.len() == world.nodes.len()
             && self.brush_bounds.len() == world.brushes.len()
-            && self.side_planes.len() == world.brush_sides.len()
+            && self.brush_lanes.len() == world.brushes.len()
     }
 }
 
@@ -199,21 +235,38 @@ pub fn build(world: &World) -> KernelTree {
             _ => None,
         };
     }
-    let side_planes = world
-        .brush_sides
-        .iter()
-        .map(|side| {
-            let p = &world.planes[side.plane as usize];
-            Vec4::new(p.normal[0], p.normal[1], p.normal[2], p.dist)
-        })
-        .collect();
+    let (side_lanes, brush_lanes) = side_lanes(world);
     let bvh = super::bvh::build(world, &brush_bounds);
     KernelTree {
         nodes,
         brush_bounds,
-        side_planes,
+        side_lanes,
+        brush_lanes,
         bvh,
     }
+}
+
+/// Every brush's side planes in lanes, and each brush's first record (none
+/// at all if the records outnumber a `u32`: then the kernel is not used).
+fn side_lanes(world: &World) -> (Vec<SideLanes>, Vec<u32>) {
+    let mut lanes = Vec::new();
+    let mut first = Vec::with_capacity(world.brushes.len());
+    for brush in world.brushes.iter() {
+        let Ok(at) = u32::try_from(lanes.len()) else {
+            return (Vec::new(), Vec::new());
+        };
+        first.push(at);
+        let sides = &world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize];
+        let planes: Vec<[f32; 4]> = sides
+            .iter()
+            .map(|side| {
+                let p = &world.planes[side.plane as usize];
+                [p.normal[0], p.normal[1], p.normal[2], p.dist]
+            })
+            .collect();
+        lanes.extend(planes.chunks(4).map(SideLanes::new));
+    }
+    (lanes, first)
 }
 
 fn union(a: [[f32; 3]; 2], b: [[f32; 3]; 2]) -> [[f32; 3]; 2] {
