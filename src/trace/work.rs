@@ -2,6 +2,7 @@
 
 use super::shape::Shape;
 use crate::math::Vec3;
+use glam::Vec3A;
 use crate::world::World;
 
 /// One trace: move a box (`mins`..`maxs` around the traced point; both zero
@@ -106,20 +107,23 @@ pub(crate) struct TraceWork {
 
 impl TraceWork {
     pub fn new(q: &TraceQuery) -> Self {
-        // Make the box symmetric around the traced point, as the reference does.
-        let offset = (q.mins + q.maxs) * 0.5;
-        let size0 = q.mins - offset;
-        let size1 = q.maxs - offset;
-        let start = q.start + offset;
-        let end = q.end + offset;
-        let is_point = size0 == Vec3::ZERO && size1 == Vec3::ZERO;
+        // Make the box symmetric around the traced point, as the reference
+        // does. In SIMD lanes: the same per-component f32 arithmetic, in a
+        // third of the instructions (this runs once per query).
+        let (mins, maxs) = (Vec3A::from(q.mins), Vec3A::from(q.maxs));
+        let offset = (mins + maxs) * 0.5;
+        let size0 = mins - offset;
+        let size1 = maxs - offset;
+        let start = Vec3A::from(q.start) + offset;
+        let end = Vec3A::from(q.end) + offset;
+        let is_point = (size0.cmpeq(Vec3A::ZERO) & size1.cmpeq(Vec3A::ZERO)).all();
         let bounds = [start.min(end) + size0, start.max(end) + size1];
         Self {
-            start,
-            end,
-            extents: size1,
-            lower: size0,
-            bounds,
+            start: start.into(),
+            end: end.into(),
+            extents: size1.into(),
+            lower: size0.into(),
+            bounds: bounds.map(Vec3::from),
             is_point,
             mask: q.mask,
             stop_at_any_hit: false,
