@@ -2,8 +2,8 @@
 
 use super::shape::Shape;
 use crate::math::Vec3;
-use glam::Vec3A;
 use crate::world::World;
+use glam::Vec3A;
 
 /// One trace: move a box (`mins`..`maxs` around the traced point; both zero
 /// for a ray) from `start` to `end`, colliding with contents in `mask`; or,
