@@ -323,17 +323,18 @@ pub fn trace_queries(
     }
 }
 
-/// Chunks per thread a parallel batch is cut into (for balance) ...
-const CHUNKS_PER_THREAD: usize = 8;
-/// ... but no smaller than this many queries (a chunk costs a task).
-const MIN_CHUNK: usize = 64;
+/// Pieces per thread a parallel batch is cut into (for balance) ...
+const PIECES_PER_THREAD: usize = 8;
+/// ... but no smaller than this many queries (taking a piece costs a lock).
+const MIN_PIECE: usize = 64;
 
 thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::new());
 }
 
-/// Runs `answer(i)` for `i` in `0..n`, results in order: one contiguous
-/// chunk per thread, on the calling thread alone or on rayon's global pool.
+/// Runs `answer(i)` for `i` in `0..n`, results in order: on the calling
+/// thread alone, or in pieces taken by the calling thread and helpers on
+/// rayon's global pool.
 pub fn run<R, F>(n: usize, options: &BatchOptions, answer: F) -> Vec<R>
 where
     R: Send,
@@ -348,7 +349,7 @@ where
     }
     // Several pieces per thread, taken by whichever thread is free: queries
     // differ in cost, and one piece per thread leaves the faster one idle.
-    let piece = n.div_ceil(threads * CHUNKS_PER_THREAD).max(MIN_CHUNK);
+    let piece = n.div_ceil(threads * PIECES_PER_THREAD).max(MIN_PIECE);
     let mut out: Vec<R> = Vec::with_capacity(n);
     let pieces_done = AtomicUsize::new(0);
     let piece_count = n.div_ceil(piece);
