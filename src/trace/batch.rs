@@ -401,9 +401,10 @@ where
 const SPIN_LIMIT: Duration = Duration::from_micros(200);
 
 /// This thread's scratch, taken out of its slot for a run of queries and
-/// put back when dropped (a fresh one when the slot is in use: rayon may
-/// start another piece of work on a thread that waits for its own). Any
-/// scratch answers any query: what it holds is only reused space.
+/// put back when dropped. Meanwhile the slot holds an empty one, which a
+/// batch run from inside an answer (or a piece rayon starts on a thread
+/// that waits for its own) takes in turn. Any scratch answers any query:
+/// what it holds is only reused space.
 struct TakenScratch(Scratch);
 
 impl TakenScratch {
@@ -425,11 +426,8 @@ impl Drop for TakenScratch {
     }
 }
 
-/// Runs `f` with this thread's scratch space (a fresh one when it is
-/// already in use: an answer that runs a batch of its own).
+/// Runs `f` with this thread's scratch space.
 fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut scratch) => f(&mut scratch),
-        Err(_) => f(&mut Scratch::new()),
-    })
+    let mut scratch = TakenScratch::take();
+    f(&mut scratch.0)
 }
