@@ -708,3 +708,68 @@ impl Clipper for TraceWork {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packed entries order as (entry fraction, child) do, `-0.0` as `0.0`,
+    /// and the network sorts any four of them (lanes not entered first).
+    #[test]
+    fn entries_sort_by_entry_fraction() {
+        let fractions = [0.0f32, -0.0, 1e-30, 0.125, 0.5, 0.5000001, 1.0];
+        let children = [0u32, 3, PRIMITIVE | 7, PRIMITIVE | FACET | 2];
+        let mut entries = Vec::new();
+        for &near in &fractions {
+            for &child in &children {
+                entries.push((near.max(0.0), child, Entry::entered(child, near)));
+            }
+        }
+        for (a_near, a_child, a) in &entries {
+            assert_eq!(a.near(), *a_near);
+            assert_eq!(a.child(), *a_child);
+            for (b_near, b_child, b) in &entries {
+                let expected = a_near
+                    .partial_cmp(b_near)
+                    .map(|o| o.then(a_child.cmp(b_child)));
+                assert_eq!(
+                    Some(a.cmp(b)),
+                    expected,
+                    "{a_near} {a_child} vs {b_near} {b_child}"
+                );
+            }
+            assert!(*a < Entry::NONE);
+        }
+        // Every choice of four (with repeats) and every set of lanes entered.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            let mut pick = || {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                entries[(seed % entries.len() as u64) as usize].2
+            };
+            let lanes = [pick(), pick(), pick(), pick()];
+            let hits = (seed >> 20) as u32 & 0xF;
+            let keys: [Entry; 4] = std::array::from_fn(|k| {
+                if hits & (1 << k) != 0 {
+                    lanes[k]
+                } else {
+                    Entry::NONE
+                }
+            });
+            // The node loop builds the same keys from a node's lanes.
+            let node = BvhNode {
+                min: [Vec4::ZERO; 3],
+                max: [Vec4::ZERO; 3],
+                children: lanes.map(Entry::child),
+                contents: [1; WIDTH],
+            };
+            let near = Vec4::from_array(lanes.map(Entry::near));
+            assert_eq!(Entry::lanes(&node, near, hits), keys);
+            let mut expected = keys;
+            expected.sort_by(|a, b| b.cmp(a));
+            assert_eq!(sort4_descending(keys), expected);
+        }
+    }
+}
