@@ -194,3 +194,24 @@ impl Winding {
 pub fn dvec(v: Vec3) -> DVec3 {
     DVec3::new(v.x as f64, v.y as f64, v.z as f64)
 }
+
+/// A small deterministic generator (Marsaglia's 64-bit xorshift): the same
+/// numbers on every run and machine, for derived benchmark workloads and
+/// randomised tests. Not for anything that needs unpredictability.
+#[derive(Debug, Clone)]
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next state (never 0 from a non-zero seed).
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Uniform in [0, 1), from the state's top 24 bits.
+    pub fn unit(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}

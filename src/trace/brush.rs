@@ -277,24 +277,21 @@ pub(crate) fn box_in_brush(world: &World, brush: &Brush, w: &TraceWork) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::Vec3;
+    use crate::math::{Vec3, XorShift};
     use crate::trace::work::TraceQuery;
 
-    /// A small xorshift generator: the same cases on every run.
-    struct Rng(u64);
+    /// The tests' generator: the same cases on every run.
+    struct Rng(XorShift);
 
     impl Rng {
         fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
+            self.0.next_u64()
         }
 
         /// Uniform in `lo..hi`, on a 1/64 grid half the time (exact ties
         /// and distances of exactly 1/8 unit, as map coordinates give).
         fn range(&mut self, lo: f32, hi: f32) -> f32 {
-            let v = lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32);
+            let v = lo + (hi - lo) * self.0.unit();
             if self.next() & 1 == 0 {
                 (v * 64.0).round() / 64.0
             } else {
@@ -308,7 +305,7 @@ mod tests {
     /// 1 to 13 sides (every remainder of four).
     #[test]
     fn lane_clip_equals_the_scalar_clip() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng(XorShift(0x9e37_79b9_7f4a_7c15));
         let mut kinds = [0usize; 4];
         for case in 0..40_000 {
             // An axial box's six sides, some left out, plus slanted cuts.

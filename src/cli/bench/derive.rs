@@ -2,7 +2,7 @@
 //! coherence pass and packets do with queries that share their start (the
 //! oracle files' queries are spread over the whole map).
 
-use bspq::math::Vec3;
+use bspq::math::{Vec3, XorShift};
 use bspq::trace::TraceQuery;
 use clap::ValueEnum;
 
@@ -64,20 +64,6 @@ pub fn derive(kind: Derive, traces: &[TraceQuery]) -> Vec<TraceQuery> {
         }
     }
     out
-}
-
-/// A small deterministic generator (the workload must not change between
-/// runs or machines).
-struct XorShift(u64);
-
-impl XorShift {
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 24) as f32
-    }
 }
 
 #[cfg(test)]
