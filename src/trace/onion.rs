@@ -252,8 +252,8 @@ impl Walk<'_, '_> {
             child: self.world.root(),
             f1: 0.0,
             f2: 1.0,
-            p1: self.w.start,
-            p2: self.w.end,
+            p1: self.w.start.into(),
+            p2: self.w.end.into(),
         });
         while let Some(seg) = stack.pop() {
             // Segments starting exactly at the nearest contact are still

@@ -11,10 +11,12 @@
 use super::work::TraceWork;
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON};
 use crate::world::{Facet, FacetBorder, Patch, PatchPlane, World};
+use std::ops::Index;
 
 /// `a · b` summed left to right in f32, as the reference does for patch planes.
 #[inline(always)]
-fn dot(a: Vec3, b: Vec3) -> f32 {
+fn dot(a: impl Into<Vec3>, b: Vec3) -> f32 {
+    let a = a.into();
     a.x * b.x + a.y * b.y + a.z * b.z
 }
 
@@ -92,7 +94,10 @@ pub(crate) fn facet_hit(
 }
 
 /// The swept bounds meet the patch's bounds (with the clip epsilon as slack).
-pub(crate) fn patch_in_reach(patch: &Patch, bounds: &[Vec3; 2]) -> bool {
+pub(crate) fn patch_in_reach<V: Index<usize, Output = f32>>(
+    patch: &Patch,
+    bounds: &[V; 2],
+) -> bool {
     let [lo, hi] = bounds;
     (0..3).all(|k| {
         (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON

@@ -13,6 +13,7 @@ use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
 use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
+use glam::Vec3A;
 
 /// One shape trace's set-up and result.
 pub(crate) struct ShapeWork<S> {
@@ -666,8 +667,8 @@ fn facet_hit<S: Support>(
 
 /// The fast trace's view of a shape sweep (see [`super::fast`]).
 impl<S: Support> Clipper for ShapeWork<S> {
-    fn segment(&self) -> (Vec3, Vec3, Vec3) {
-        (self.start, self.end, self.half)
+    fn segment(&self) -> (Vec3A, Vec3A, Vec3A) {
+        (self.start.into(), self.end.into(), self.half.into())
     }
 
     fn mask(&self) -> u32 {

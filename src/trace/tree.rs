@@ -194,8 +194,8 @@ fn walk_from<P: Probe, N: Nodes>(
         child: world.root(),
         f1: 0.0,
         f2: 1.0,
-        p1: w.start.into(),
-        p2: w.end.into(),
+        p1: w.start,
+        p2: w.end,
     });
     // Rays and boxes get their own copy of the walk: a ray's plane reach
     // is a constant.
@@ -241,8 +241,8 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
     if w.result.fraction <= p1f {
         return;
     }
-    let extents = Vec3A::from(w.extents);
-    let bounds = w.bounds.map(Vec3A::from);
+    let extents = w.extents;
+    let bounds = w.bounds;
     let mask = w.mask;
     while child >= 0 {
         probe.node();
@@ -331,7 +331,7 @@ fn trace_leaf<P: Probe, N: Nodes>(
     probe: &mut P,
 ) {
     probe.leaf(leaf);
-    let bounds = w.bounds.map(Vec3A::from);
+    let bounds = w.bounds;
     for (index, _) in new_brushes(world, scratch, leaf, w.mask) {
         if !nodes.may_touch_brush(index, &bounds) {
             continue;
@@ -404,8 +404,8 @@ pub(crate) fn position_test<P: Probe>(
     scratch: &mut Scratch,
     probe: &mut P,
 ) {
-    let lo = w.start - w.extents - Vec3::splat(TREE_WALK_SLACK);
-    let hi = w.start + w.extents + Vec3::splat(TREE_WALK_SLACK);
+    let lo = Vec3::from(w.start - w.extents - TREE_WALK_SLACK);
+    let hi = Vec3::from(w.start + w.extents + TREE_WALK_SLACK);
     scratch.leaf_stack.clear();
     collect_box_leaves(world, world.root(), lo, hi, &mut scratch.leaf_stack, probe);
     let leaves = std::mem::take(&mut scratch.leaf_stack);

@@ -86,17 +86,19 @@ impl Default for TraceResult {
 /// Everything below the entry point reads only this.
 #[derive(Debug)]
 pub(crate) struct TraceWork {
-    /// Start and end of the box's centre (the query's points moved by the box's centre offset).
-    pub start: Vec3,
-    pub end: Vec3,
+    /// Start and end of the box's centre (the query's points moved by the
+    /// box's centre offset). In SIMD lanes, as everything read per plane:
+    /// one load each.
+    pub start: Vec3A,
+    pub end: Vec3A,
     /// Half-size of the (now symmetric) box.
-    pub extents: Vec3,
+    pub extents: Vec3A,
     /// The box's lower corner relative to its centre (`-extents` but for
     /// rounding); see [`TraceWork::offset`].
-    pub lower: Vec3,
+    pub lower: Vec3A,
     /// Swept bounds of the box: every position of the shape along the move
     /// lies inside (the walk skips what lies further than a margin outside).
-    pub bounds: [Vec3; 2],
+    pub bounds: [Vec3A; 2],
     pub is_point: bool,
     pub mask: u32,
     /// Any-hit query: stop at the first contact (the answer is then only
@@ -119,11 +121,11 @@ impl TraceWork {
         let is_point = (size0.cmpeq(Vec3A::ZERO) & size1.cmpeq(Vec3A::ZERO)).all();
         let bounds = [start.min(end) + size0, start.max(end) + size1];
         Self {
-            start: start.into(),
-            end: end.into(),
-            extents: size1.into(),
-            lower: size0.into(),
-            bounds: bounds.map(Vec3::from),
+            start,
+            end,
+            extents: size1,
+            lower: size0,
+            bounds,
             is_point,
             mask: q.mask,
             stop_at_any_hit: false,
@@ -134,8 +136,8 @@ impl TraceWork {
     /// The box corner furthest along the negative of a normal with these
     /// sign bits (bit i: component i is negative).
     #[inline(always)]
-    pub fn offset(&self, sign_bits: u32) -> Vec3 {
-        Vec3::new(
+    pub fn offset(&self, sign_bits: u32) -> Vec3A {
+        Vec3A::new(
             if sign_bits & 1 != 0 {
                 self.extents.x
             } else {
@@ -155,7 +157,7 @@ impl TraceWork {
     }
 
     pub fn is_position_test(&self) -> bool {
-        self.start == self.end
+        self.start.cmpeq(self.end).all()
     }
 
     /// The end position from the caller's own start and end.
@@ -164,7 +166,9 @@ impl TraceWork {
         self.result.endpos = if f == 1.0 {
             q.end
         } else {
-            q.start + (q.end - q.start) * f
+            // In SIMD lanes: the same f32 operations per component.
+            let start = Vec3A::from(q.start);
+            (start + (Vec3A::from(q.end) - start) * f).into()
         };
         self.result
     }
