@@ -259,8 +259,8 @@ impl Crossings {
 /// [`clip`] four sides at a time: the plane shift, both distances and the
 /// tests that need no division are computed in SIMD lanes with the same
 /// operations, in the same order, per lane (so every number is the scalar
-/// loop's, bit for bit); only the sides the move crosses go through the
-/// scalar fraction arithmetic, in side order. The scalar loop branched on
+/// loop's, bit for bit), and so are the crossings of the records with any
+/// side crossed ([`Crossings::cross_lanes`]). The scalar loop branched on
 /// every side, and a brush clip cost about 7 mispredicted branches.
 #[inline(always)]
 fn clip_lanes<const RAY: bool>(lanes: &[SideLanes], w: &TraceWork) -> BrushClip {
