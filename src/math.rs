@@ -1,6 +1,7 @@
 //! Vectors, planes, windings and every epsilon of the project, in one place.
 
 pub use glam::Vec3;
+use glam::{BVec4A, Vec3A, Vec4};
 
 /// Quake 3's surface clip epsilon: traces stop this far (in units, along the
 /// hit plane's normal) before the surface. It is a `double` in the reference,
@@ -193,6 +194,19 @@ impl Winding {
 /// Converts an f32 vector to f64.
 pub fn dvec(v: Vec3) -> DVec3 {
     DVec3::new(v.x as f64, v.y as f64, v.z as f64)
+}
+
+/// Each component of `v` in all four lanes of its own vector (the per-axis
+/// constants of a four-lane test).
+#[inline(always)]
+pub fn splat_axes(v: Vec3A) -> [Vec4; 3] {
+    [Vec4::splat(v.x), Vec4::splat(v.y), Vec4::splat(v.z)]
+}
+
+/// The lanes whose bit is set in `bits` (bit `i`: lane `i`), as a mask.
+#[inline(always)]
+pub fn lanes_of(bits: u32) -> BVec4A {
+    BVec4A::new(bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0)
 }
 
 /// A small deterministic generator (Marsaglia's 64-bit xorshift): the same

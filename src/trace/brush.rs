@@ -2,10 +2,10 @@
 //! epsilon rules (stop 1/8 unit short; "touching" counts within 1/8 unit).
 
 use super::work::TraceWork;
-use crate::math::SURFACE_CLIP_EPSILON;
+use crate::math::{lanes_of, splat_axes, SURFACE_CLIP_EPSILON};
 use crate::world::kernel::SideLanes;
 use crate::world::{Brush, World};
-use glam::{BVec4A, Vec3A, Vec4};
+use glam::{Vec3A, Vec4};
 
 /// What clipping a move against one brush found, before it is compared
 /// with the best contact so far.
@@ -210,12 +210,10 @@ impl Crossings {
             ((d1[k] as f64 + epsilon) / denom[k] as f64) as f32
         });
         let fractions = Vec4::from_array(fractions);
-        let lanes =
-            |bits: u32| BVec4A::new(bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0);
         // Entering: clamped below at 0; the first side (in order) of the
         // largest fraction wins, when it beats the entry so far.
         let enter = Vec4::select(fractions.cmplt(Vec4::ZERO), Vec4::ZERO, fractions);
-        let enter = Vec4::select(lanes(entering), enter, Vec4::NEG_INFINITY);
+        let enter = Vec4::select(lanes_of(entering), enter, Vec4::NEG_INFINITY);
         let largest = enter.max_element();
         let at_largest = enter.cmpeq(Vec4::splat(largest)).bitmask() & entering;
         let lane = (at_largest.trailing_zeros() & 3) as usize;
@@ -227,7 +225,7 @@ impl Crossings {
         // Leaving: clamped above at 1; the smallest wins, the first of equal
         // ones (a strict comparison, lane by lane in order).
         let leave = Vec4::select(fractions.cmpgt(Vec4::ONE), Vec4::ONE, fractions);
-        let leave = Vec4::select(lanes(leaving), leave, Vec4::INFINITY).to_array();
+        let leave = Vec4::select(lanes_of(leaving), leave, Vec4::INFINITY).to_array();
         for f in leave {
             self.leave_frac = if f < self.leave_frac {
                 f
@@ -264,11 +262,10 @@ impl Crossings {
 /// every side, and a brush clip cost about 7 mispredicted branches.
 #[inline(always)]
 fn clip_lanes<const RAY: bool>(lanes: &[SideLanes], w: &TraceWork) -> BrushClip {
-    let splat = |v: Vec3A| [Vec4::splat(v.x), Vec4::splat(v.y), Vec4::splat(v.z)];
-    let start = splat(w.start);
-    let end = splat(w.end);
-    let lower = splat(w.lower);
-    let upper = splat(w.extents);
+    let start = splat_axes(w.start);
+    let end = splat_axes(w.end);
+    let lower = splat_axes(w.lower);
+    let upper = splat_axes(w.extents);
     let epsilon = Vec4::splat(SURFACE_CLIP_EPSILON as f32);
     // (d as f64 >= SURFACE_CLIP_EPSILON) == (d >= SURFACE_CLIP_EPSILON as f32):
     // the epsilon is 1/8, exact in f32, and widening is exact.

@@ -31,7 +31,7 @@ use super::brush::{clip_brush, BrushClip};
 use super::patch::{facet_hit, patch_in_reach};
 use super::tree::Probe;
 use super::work::{Scratch, TraceResult, TraceWork};
-use crate::math::Vec3;
+use crate::math::{splat_axes, Vec3};
 use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
 use crate::world::{Patch, World};
 #[cfg(not(target_arch = "x86_64"))]
@@ -307,11 +307,10 @@ impl Ray {
             Vec3A::splat(1e30).copysign(dir),
         );
         let (low, high) = (start + half, start - half);
-        let splat = |v: Vec3A| [Vec4::splat(v.x), Vec4::splat(v.y), Vec4::splat(v.z)];
         Ray {
-            low: splat(low),
-            high: splat(high),
-            inv: splat(inv),
+            low: splat_axes(low),
+            high: splat_axes(high),
+            inv: splat_axes(inv),
         }
     }
 

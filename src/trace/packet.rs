@@ -17,6 +17,7 @@ use super::fast::{
     Search, Stop,
 };
 use super::work::Scratch;
+use crate::math::lanes_of;
 use crate::world::bvh::{Bvh, BvhNode, PRIMITIVE, WIDTH};
 use crate::world::World;
 use glam::Vec4;
@@ -308,12 +309,8 @@ fn walk<C: Clipper>(tree: &Tree, rays: &Rays, members: &mut Members<C>, stacks: 
                     entered = members.masked(entered, node.contents[slot]);
                 }
                 if entered != 0 {
-                    let nearest = Vec4::select(
-                        glam::BVec4A::from_array(std::array::from_fn(|m| entered & (1 << m) != 0)),
-                        near,
-                        Vec4::INFINITY,
-                    )
-                    .min_element();
+                    let nearest =
+                        Vec4::select(lanes_of(entered), near, Vec4::INFINITY).min_element();
                     stack[top] = PacketEntry {
                         near,
                         child: node.children[slot],
