@@ -118,23 +118,9 @@ fn clip<const RAY: bool>(count: usize, w: &TraceWork, plane: impl Fn(usize) -> V
         } else {
             p.w - Vec3A::select(normal.cmplt(Vec3A::ZERO), upper, lower).dot(normal)
         };
-        let d1 = start.dot(normal) - dist;
-        let d2 = end.dot(normal) - dist;
-        if d2 > 0.0 {
-            clip.gets_out = true;
-        }
-        if d1 > 0.0 {
-            clip.starts_out = true;
-        }
-        // Completely in front of this face (or ending at most 1/8 unit inside
-        // its "touch" zone while moving away): the brush cannot be hit.
-        if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
+        if !clip.meet(k, start.dot(normal) - dist, end.dot(normal) - dist) {
             return BrushClip::Miss;
         }
-        if d1 <= 0.0 && d2 <= 0.0 {
-            continue;
-        }
-        clip.cross(k, d1, d2);
     }
     clip.finish()
 }
@@ -159,6 +145,46 @@ impl Crossings {
             starts_out: false,
             gets_out: false,
         }
+    }
+
+    /// Side `side`, with distances `d1` at the start and `d2` at the end of
+    /// the move: false when the move cannot touch the brush.
+    #[inline(always)]
+    fn meet(&mut self, side: usize, d1: f32, d2: f32) -> bool {
+        if d2 > 0.0 {
+            self.gets_out = true;
+        }
+        if d1 > 0.0 {
+            self.starts_out = true;
+        }
+        // Completely in front of this face (or ending at most 1/8 unit inside
+        // its "touch" zone while moving away): the brush cannot be hit.
+        if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
+            return false;
+        }
+        if d1 <= 0.0 && d2 <= 0.0 {
+            return true;
+        }
+        self.cross(side, d1, d2);
+        true
+    }
+
+    /// [`Crossings::meet`] for `planes` (normal, distance), numbered from
+    /// `first` on, then the clip's answer.
+    #[inline(always)]
+    fn meet_all(
+        mut self,
+        first: usize,
+        start: Vec3A,
+        end: Vec3A,
+        planes: impl Iterator<Item = (Vec3A, f32)>,
+    ) -> BrushClip {
+        for (k, (normal, dist)) in planes.enumerate() {
+            if !self.meet(first + k, start.dot(normal) - dist, end.dot(normal) - dist) {
+                return BrushClip::Miss;
+            }
+        }
+        self.finish()
     }
 
     /// Side `side`, which the move crosses (distances `d1` at the start and
@@ -262,36 +288,95 @@ impl Crossings {
 /// every side, and a brush clip cost about 7 mispredicted branches.
 #[inline(always)]
 fn clip_lanes<const RAY: bool>(lanes: &[SideLanes], w: &TraceWork) -> BrushClip {
-    let start = splat_axes(w.start);
-    let end = splat_axes(w.end);
     let lower = splat_axes(w.lower);
     let upper = splat_axes(w.extents);
-    let epsilon = Vec4::splat(SURFACE_CLIP_EPSILON as f32);
-    // (d as f64 >= SURFACE_CLIP_EPSILON) == (d >= SURFACE_CLIP_EPSILON as f32):
-    // the epsilon is 1/8, exact in f32, and widening is exact.
-    const _: () = assert!(SURFACE_CLIP_EPSILON == 0.125);
     let mut clip = Crossings::new();
-    for (chunk, sides) in lanes.iter().enumerate() {
-        // Lanes past the last side hold 0·x <= -1: never crossed or left.
-        let n = [sides.x, sides.y, sides.z];
-        let plane_dist = sides.dist;
-        // As Vec3A::dot: (x + y) + z.
-        let dot = |v: &[Vec4; 3]| v[0] * n[0] + v[1] * n[1] + v[2] * n[2];
-        let dist = if RAY {
+    let met = cross_records(lanes, w.start, w.end, &mut clip, |n, plane_dist| {
+        if RAY {
             plane_dist
         } else {
             let corner: [Vec4; 3] =
                 std::array::from_fn(|k| Vec4::select(n[k].cmplt(Vec4::ZERO), upper[k], lower[k]));
-            plane_dist - dot(&corner)
-        };
-        let d1 = dot(&start) - dist;
-        let d2 = dot(&end) - dist;
+            plane_dist - lane_dot(&corner, n)
+        }
+    });
+    if met {
+        clip.finish()
+    } else {
+        BrushClip::Miss
+    }
+}
+
+/// A shape's clip against a brush, with the box clip's rules: the brush's
+/// sides from `lanes`, each plane pushed out by `shift` (of four normals in
+/// lanes), then `bevels` (normal, pushed-out distance), numbered from
+/// `sides` on, in order (so on a tie a side is reported before a bevel).
+/// The numbers are those of the scalar loop over the same planes, bit for
+/// bit (see [`clip_lanes`]).
+#[inline(always)]
+pub(crate) fn clip_pushed(
+    lanes: &[SideLanes],
+    start: Vec3A,
+    end: Vec3A,
+    shift: impl Fn(&[Vec4; 3]) -> Vec4,
+    sides: usize,
+    bevels: impl Iterator<Item = (Vec3A, f32)>,
+) -> BrushClip {
+    let mut clip = Crossings::new();
+    if !cross_records(lanes, start, end, &mut clip, |n, plane_dist| {
+        plane_dist + shift(n)
+    }) {
+        return BrushClip::Miss;
+    }
+    clip.meet_all(sides, start, end, bevels)
+}
+
+/// [`clip_pushed`] over planes given one at a time (normal, pushed-out
+/// distance), for worlds without the kernel's lanes.
+pub(crate) fn clip_planes(
+    start: Vec3A,
+    end: Vec3A,
+    planes: impl Iterator<Item = (Vec3A, f32)>,
+) -> BrushClip {
+    Crossings::new().meet_all(0, start, end, planes)
+}
+
+/// `v · n` per lane, summed as `Vec3A::dot` does: `(x + y) + z`.
+#[inline(always)]
+fn lane_dot(v: &[Vec4; 3], n: &[Vec4; 3]) -> Vec4 {
+    v[0] * n[0] + v[1] * n[1] + v[2] * n[2]
+}
+
+/// Meets the sides in `lanes` (record `k` holds sides `4k..4k + 4`), each
+/// plane's distance as `shifted(normals, distances)` gives it: false when
+/// the move cannot touch the brush.
+#[inline(always)]
+fn cross_records(
+    lanes: &[SideLanes],
+    start: Vec3A,
+    end: Vec3A,
+    clip: &mut Crossings,
+    shifted: impl Fn(&[Vec4; 3], Vec4) -> Vec4,
+) -> bool {
+    let start = splat_axes(start);
+    let end = splat_axes(end);
+    let epsilon = Vec4::splat(SURFACE_CLIP_EPSILON as f32);
+    // (d as f64 >= SURFACE_CLIP_EPSILON) == (d >= SURFACE_CLIP_EPSILON as f32):
+    // the epsilon is 1/8, exact in f32, and widening is exact.
+    const _: () = assert!(SURFACE_CLIP_EPSILON == 0.125);
+    for (chunk, sides) in lanes.iter().enumerate() {
+        // Lanes past the last side hold 0·x <= -1: never crossed or left
+        // (whatever a shape's shift of a zero normal, it is not negative).
+        let n = [sides.x, sides.y, sides.z];
+        let dist = shifted(&n, sides.dist);
+        let d1 = lane_dot(&start, &n) - dist;
+        let d2 = lane_dot(&end, &n) - dist;
         let front1 = d1.cmpgt(Vec4::ZERO);
         let front2 = d2.cmpgt(Vec4::ZERO);
         clip.gets_out |= front2.any();
         clip.starts_out |= front1.any();
         if (front1 & (d2.cmpge(epsilon) | d2.cmpge(d1))).any() {
-            return BrushClip::Miss;
+            return false;
         }
         let behind = d1.cmple(Vec4::ZERO) & d2.cmple(Vec4::ZERO);
         let crossing = !behind.bitmask() & 0xF;
@@ -299,7 +384,7 @@ fn clip_lanes<const RAY: bool>(lanes: &[SideLanes], w: &TraceWork) -> BrushClip 
             clip.cross_lanes(chunk * 4, d1, d2, crossing);
         }
     }
-    clip.finish()
+    true
 }
 
 /// Whether the box at the trace's start overlaps `brush` (closed: touching counts).
@@ -324,6 +409,7 @@ pub(crate) fn box_in_brush(world: &World, brush: &Brush, w: &TraceWork) -> bool 
 mod tests {
     use super::*;
     use crate::math::{Vec3, XorShift};
+    use crate::trace::shape::{Capsule, Cylinder, Sphere, Support};
     use crate::trace::work::TraceQuery;
 
     /// The tests' generator: the same cases on every run.
@@ -346,6 +432,78 @@ mod tests {
         }
     }
 
+    /// The planes four to a record, as the kernel stores a brush's sides.
+    fn records(planes: &[Vec4]) -> Vec<SideLanes> {
+        let as_arrays: Vec<[f32; 4]> = planes.iter().map(|p| p.to_array()).collect();
+        as_arrays.chunks(4).map(SideLanes::new).collect()
+    }
+
+    /// An outcome as bits: kind, then its fields.
+    fn bits(clip: BrushClip) -> (u32, u32, u32) {
+        match clip {
+            BrushClip::Miss => (0, 0, 0),
+            BrushClip::Inside { gets_out } => (1, gets_out as u32, 0),
+            BrushClip::Enter { frac, side } => (2, frac.to_bits(), side as u32),
+        }
+    }
+
+    /// Case `case`: a brush's planes (an axial box's sides, some left out,
+    /// plus slanted cuts, sometimes a side repeated), a move's start and end,
+    /// and a box's half-size (zero for a ray on even cases).
+    fn random_case(rng: &mut Rng, case: usize) -> (Vec<Vec4>, Vec3, Vec3, Vec3) {
+        // An axial box's six sides, some left out, plus slanted cuts.
+        let mut planes = Vec::new();
+        for k in 0..3 {
+            let mut n = [0.0; 3];
+            n[k] = 1.0;
+            planes.push(Vec4::new(n[0], n[1], n[2], rng.range(8.0, 64.0)));
+            n[k] = -1.0;
+            planes.push(Vec4::new(n[0], n[1], n[2], rng.range(8.0, 64.0)));
+        }
+        planes.truncate(1 + case % 6);
+        for _ in 0..case % 8 {
+            let n = Vec3::new(
+                rng.range(-1.0, 1.0),
+                rng.range(-1.0, 1.0),
+                rng.range(-1.0, 1.0),
+            )
+            .normalize_or(Vec3::X);
+            planes.push(Vec4::new(n.x, n.y, n.z, rng.range(4.0, 80.0)));
+        }
+        if case.is_multiple_of(7) {
+            // A side repeated further on: equal fractions, where the
+            // first side must win.
+            let k = (rng.next() % planes.len() as u64) as usize;
+            planes.push(planes[k]);
+        }
+        let point = |rng: &mut Rng| {
+            Vec3::new(
+                rng.range(-96.0, 96.0),
+                rng.range(-96.0, 96.0),
+                rng.range(-96.0, 96.0),
+            )
+        };
+        let start = point(rng);
+        let end = if case.is_multiple_of(5) {
+            // Along an axis, ending near a face.
+            let mut e = start;
+            e[case % 3] = rng.range(-72.0, 72.0);
+            e
+        } else {
+            point(rng)
+        };
+        let half = if case.is_multiple_of(2) {
+            Vec3::ZERO
+        } else {
+            Vec3::new(
+                rng.range(0.0, 24.0),
+                rng.range(0.0, 24.0),
+                rng.range(0.0, 40.0),
+            )
+        };
+        (planes, start, end, half)
+    }
+
     /// The lane clip answers as the scalar loop does, bit for bit, for rays
     /// and boxes grazing, crossing, starting inside and missing brushes of
     /// 1 to 13 sides (every remainder of four).
@@ -354,59 +512,9 @@ mod tests {
         let mut rng = Rng(XorShift(0x9e37_79b9_7f4a_7c15));
         let mut kinds = [0usize; 4];
         for case in 0..40_000 {
-            // An axial box's six sides, some left out, plus slanted cuts.
-            let mut planes = Vec::new();
-            for k in 0..3 {
-                let mut n = [0.0; 3];
-                n[k] = 1.0;
-                planes.push(Vec4::new(n[0], n[1], n[2], rng.range(8.0, 64.0)));
-                n[k] = -1.0;
-                planes.push(Vec4::new(n[0], n[1], n[2], rng.range(8.0, 64.0)));
-            }
-            planes.truncate(1 + case % 6);
-            for _ in 0..case % 8 {
-                let n = Vec3::new(
-                    rng.range(-1.0, 1.0),
-                    rng.range(-1.0, 1.0),
-                    rng.range(-1.0, 1.0),
-                )
-                .normalize_or(Vec3::X);
-                planes.push(Vec4::new(n.x, n.y, n.z, rng.range(4.0, 80.0)));
-            }
-            if case % 7 == 0 {
-                // A side repeated further on: equal fractions, where the
-                // first side must win.
-                let k = (rng.next() % planes.len() as u64) as usize;
-                planes.push(planes[k]);
-            }
-            let point = |rng: &mut Rng| {
-                Vec3::new(
-                    rng.range(-96.0, 96.0),
-                    rng.range(-96.0, 96.0),
-                    rng.range(-96.0, 96.0),
-                )
-            };
-            let start = point(&mut rng);
-            let end = if case % 5 == 0 {
-                // Along an axis, ending near a face.
-                let mut e = start;
-                e[case % 3] = rng.range(-72.0, 72.0);
-                e
-            } else {
-                point(&mut rng)
-            };
-            let half = if case % 2 == 0 {
-                Vec3::ZERO
-            } else {
-                Vec3::new(
-                    rng.range(0.0, 24.0),
-                    rng.range(0.0, 24.0),
-                    rng.range(0.0, 40.0),
-                )
-            };
+            let (planes, start, end, half) = random_case(&mut rng, case);
             let w = TraceWork::new(&TraceQuery::boxed(start, end, -half, half, 1));
-            let as_arrays: Vec<[f32; 4]> = planes.iter().map(|p| p.to_array()).collect();
-            let side_lanes: Vec<SideLanes> = as_arrays.chunks(4).map(SideLanes::new).collect();
+            let side_lanes = records(&planes);
             let (lanes, scalar) = if w.is_point {
                 (
                     clip_lanes::<true>(&side_lanes, &w),
@@ -418,11 +526,6 @@ mod tests {
                     clip::<false>(planes.len(), &w, |k| planes[k]),
                 )
             };
-            let bits = |c: BrushClip| match c {
-                BrushClip::Miss => (0, 0, 0),
-                BrushClip::Inside { gets_out } => (1, gets_out as u32, 0),
-                BrushClip::Enter { frac, side } => (2, frac.to_bits(), side as u32),
-            };
             assert_eq!(
                 bits(lanes),
                 bits(scalar),
@@ -432,5 +535,58 @@ mod tests {
         }
         // Every outcome is well represented.
         assert!(kinds.iter().take(3).all(|&n| n > 1_000), "{kinds:?}");
+    }
+
+    /// A shape's clip two ways: its first `sides` planes in lanes and the
+    /// rest as bevels ([`clip_pushed`]), and the scalar loop over all of
+    /// them, each pushed out by the shape's shift.
+    fn shape_clips<S: Support>(
+        shape: &S,
+        planes: &[Vec4],
+        sides: usize,
+        start: Vec3,
+        end: Vec3,
+    ) -> (BrushClip, BrushClip) {
+        let normal = |p: &Vec4| Vec3::new(p.x, p.y, p.z);
+        let side_lanes = records(&planes[..sides]);
+        let bevels = planes[sides..]
+            .iter()
+            .map(|p| (Vec3A::from(normal(p)), p.w + shape.shift(normal(p))));
+        let shift = |n: &[Vec4; 3]| shape.shift_lanes(n);
+        let lanes = clip_pushed(&side_lanes, start.into(), end.into(), shift, sides, bevels);
+        let mut clip = Crossings::new();
+        for (k, p) in planes.iter().enumerate() {
+            let n = normal(p);
+            let dist = p.w + shape.shift(n);
+            if !clip.meet(k, start.dot(n) - dist, end.dot(n) - dist) {
+                return (lanes, BrushClip::Miss);
+            }
+        }
+        (lanes, clip.finish())
+    }
+
+    /// A shape's lane clip answers as the scalar loop over the same
+    /// pushed-out planes does, bit for bit: spheres, capsules and cylinders
+    /// (whose shifts are computed in lanes), sides and bevels split anywhere.
+    #[test]
+    fn shape_lane_clip_equals_the_scalar_clip() {
+        let mut rng = Rng(XorShift(0x2545_f491_4f6c_dd1d));
+        let mut kinds = [0usize; 3];
+        for case in 0..30_000 {
+            let (planes, start, end, half) = random_case(&mut rng, case);
+            let sides = planes.len().saturating_sub(case / 3 % 4);
+            let (lanes, scalar) = match case % 3 {
+                0 => shape_clips(&Sphere(half.x), &planes, sides, start, end),
+                1 => shape_clips(&Capsule::new(half.x, half.z), &planes, sides, start, end),
+                _ => shape_clips(&Cylinder::new(half.x, half.z), &planes, sides, start, end),
+            };
+            assert_eq!(
+                bits(lanes),
+                bits(scalar),
+                "case {case}: {planes:?} {sides} {start} {end} {half}"
+            );
+            kinds[bits(scalar).0 as usize] += 1;
+        }
+        assert!(kinds.iter().all(|&n| n > 1_000), "{kinds:?}");
     }
 }

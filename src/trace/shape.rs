@@ -4,6 +4,7 @@
 //! then traced as a point.
 
 use crate::math::Vec3;
+use glam::Vec4;
 use std::sync::Arc;
 
 /// Most points a convex shape may be given as.
@@ -304,6 +305,21 @@ pub(crate) trait Support {
     fn shift(&self, n: Vec3) -> f32 {
         self.support(-n)
     }
+    /// [`Support::shift`] of four normals in lanes (`n[axis]` holds that
+    /// axis's component of each), the same numbers lane by lane. Lanes with
+    /// a zero normal (a brush's padding) get 0.
+    #[inline(always)]
+    fn shift_lanes(&self, n: &[Vec4; 3]) -> Vec4 {
+        let [x, y, z] = n.map(|v| v.to_array());
+        Vec4::from_array(std::array::from_fn(|k| {
+            let normal = Vec3::new(x[k], y[k], z[k]);
+            if normal == Vec3::ZERO {
+                0.0
+            } else {
+                self.shift(normal)
+            }
+        }))
+    }
 }
 
 pub(crate) struct Sphere(pub f32);
@@ -316,6 +332,10 @@ impl Support for Sphere {
     #[inline(always)]
     fn reach(&self, _n: Vec3) -> f32 {
         self.0
+    }
+    #[inline(always)]
+    fn shift_lanes(&self, _n: &[Vec4; 3]) -> Vec4 {
+        Vec4::splat(self.0)
     }
 }
 
@@ -342,6 +362,11 @@ impl Support for Capsule {
     fn reach(&self, n: Vec3) -> f32 {
         self.support(n)
     }
+    #[inline(always)]
+    fn shift_lanes(&self, n: &[Vec4; 3]) -> Vec4 {
+        // support(-n): |-z| is |z|.
+        Vec4::splat(self.radius) + Vec4::splat(self.half_height) * n[2].abs()
+    }
 }
 
 pub(crate) struct Cylinder {
@@ -366,6 +391,12 @@ impl Support for Cylinder {
     #[inline(always)]
     fn reach(&self, n: Vec3) -> f32 {
         self.support(n)
+    }
+    #[inline(always)]
+    fn shift_lanes(&self, n: &[Vec4; 3]) -> Vec4 {
+        // support(-n): the squares and |-z| are those of n.
+        let across = Vec4::from_array((n[0] * n[0] + n[1] * n[1]).to_array().map(f32::sqrt));
+        Vec4::splat(self.radius) * across + Vec4::splat(self.half_height) * n[2].abs()
     }
 }
 

@@ -7,13 +7,14 @@
 //! once per shape kind. Boxes and rays never come here: their path stays
 //! specialised.
 
+use super::brush::{clip_planes, clip_pushed, BrushClip};
 use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Outcome};
 use super::patch::patch_in_reach;
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
 use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
-use glam::Vec3A;
+use glam::{Vec3A, Vec4};
 
 /// One shape trace's set-up and result.
 pub(crate) struct ShapeWork<S> {
@@ -428,7 +429,8 @@ pub(crate) fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, w: &mut
 }
 
 /// [`clip_brush`] on its own: what brush `b` does to the move, whatever was
-/// found before.
+/// found before. The brush module's clip, with its 1/8-unit rules, over the
+/// brush's sides and then its shape bevels, each pushed out by the shape.
 #[inline]
 fn clip_brush_alone<S: Support>(
     world: &World,
@@ -441,48 +443,49 @@ fn clip_brush_alone<S: Support>(
     if brush.num_sides == 0 {
         return Clipped::Miss;
     }
-    let mut enter_frac: f32 = -1.0;
-    let mut leave_frac: f32 = 1.0;
-    let mut clip: Option<(Vec3, f32, u32)> = None;
-    let mut starts_out = false;
-    let mut gets_out = false;
-    for (normal, plane_dist, flags) in shape_planes(world, b, brush) {
-        let dist = plane_dist + shape.shift(normal);
-        let d1 = start.dot(normal) - dist;
-        let d2 = end.dot(normal) - dist;
-        if d2 > 0.0 {
-            gets_out = true;
+    let pushed =
+        |(normal, dist, _): (Vec3, f32, u32)| (Vec3A::from(normal), dist + shape.shift(normal));
+    let kernel = &world.kernel;
+    let sides = brush.num_sides as usize;
+    let bevels = world.shape_bevels_of(b);
+    let clip = match kernel.brush_lanes.get(b) {
+        // The kernel's copy of the sides, four to a record: the same
+        // numbers, with no branch per side.
+        Some(&first) => {
+            let lanes = &kernel.side_lanes[first as usize..][..sides.div_ceil(4)];
+            let bevels = bevels
+                .iter()
+                .map(|bevel| pushed((Vec3::from_array(bevel.normal), bevel.dist, 0)));
+            let shift = |n: &[Vec4; 3]| shape.shift_lanes(n);
+            clip_pushed(lanes, start.into(), end.into(), shift, sides, bevels)
         }
-        if d1 > 0.0 {
-            starts_out = true;
-        }
-        if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
-            return Clipped::Miss;
-        }
-        if d1 <= 0.0 && d2 <= 0.0 {
-            continue;
-        }
-        let denom = (d1 - d2) as f64;
-        if d1 > d2 {
-            let f = (((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32).max(0.0);
-            if f > enter_frac {
-                enter_frac = f;
-                clip = Some((normal, plane_dist, flags));
-            }
-        } else {
-            let f = (((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32).min(1.0);
-            if f < leave_frac {
-                leave_frac = f;
-            }
-        }
-    }
-    if !starts_out {
-        return Clipped::Inside { gets_out };
-    }
+        None => clip_planes(
+            start.into(),
+            end.into(),
+            shape_planes(world, b, brush).map(pushed),
+        ),
+    };
     match clip {
-        Some((normal, dist, surface_flags)) if enter_frac < leave_frac && enter_frac > -1.0 => {
+        BrushClip::Miss => Clipped::Miss,
+        BrushClip::Inside { gets_out } => Clipped::Inside { gets_out },
+        BrushClip::Enter { frac, side } => {
+            let (normal, dist, surface_flags) = match side.checked_sub(sides) {
+                None => {
+                    let side = &world.brush_sides[brush.first_side as usize + side];
+                    let plane = &world.planes[side.plane as usize];
+                    (plane.normal(), plane.dist, side.surface_flags)
+                }
+                Some(k) => {
+                    let bevel = &bevels[k];
+                    (
+                        Vec3::from_array(bevel.normal),
+                        bevel.dist,
+                        bevel.surface_flags,
+                    )
+                }
+            };
             Clipped::Enter {
-                frac: enter_frac.max(0.0),
+                frac: frac.max(0.0),
                 contact: Contact {
                     normal,
                     dist,
@@ -491,7 +494,6 @@ fn clip_brush_alone<S: Support>(
                 },
             }
         }
-        _ => Clipped::Miss,
     }
 }
 
