@@ -169,24 +169,6 @@ impl Crossings {
         true
     }
 
-    /// [`Crossings::meet`] for `planes` (normal, distance), numbered from
-    /// `first` on, then the clip's answer.
-    #[inline(always)]
-    fn meet_all(
-        mut self,
-        first: usize,
-        start: Vec3A,
-        end: Vec3A,
-        planes: impl Iterator<Item = (Vec3A, f32)>,
-    ) -> BrushClip {
-        for (k, (normal, dist)) in planes.enumerate() {
-            if !self.meet(first + k, start.dot(normal) - dist, end.dot(normal) - dist) {
-                return BrushClip::Miss;
-            }
-        }
-        self.finish()
-    }
-
     /// Side `side`, which the move crosses (distances `d1` at the start and
     /// `d2` at the end, not both behind it): entering it when `d1 > d2`.
     #[inline(always)]
@@ -291,7 +273,7 @@ fn clip_lanes<const RAY: bool>(lanes: &[SideLanes], w: &TraceWork) -> BrushClip 
     let lower = splat_axes(w.lower);
     let upper = splat_axes(w.extents);
     let mut clip = Crossings::new();
-    let met = cross_records(lanes, w.start, w.end, &mut clip, |n, plane_dist| {
+    let met = cross_records(lanes, 0, w.start, w.end, &mut clip, |n, plane_dist| {
         if RAY {
             plane_dist
         } else {
@@ -308,27 +290,29 @@ fn clip_lanes<const RAY: bool>(lanes: &[SideLanes], w: &TraceWork) -> BrushClip 
 }
 
 /// A shape's clip against a brush, with the box clip's rules: the brush's
-/// sides from `lanes`, each plane pushed out by `shift` (of four normals in
-/// lanes), then `bevels` (normal, pushed-out distance), numbered from
-/// `sides` on, in order (so on a tie a side is reported before a bevel).
-/// The numbers are those of the scalar loop over the same planes, bit for
-/// bit (see [`clip_lanes`]).
+/// `sides` sides from `side_lanes`, then its bevels from `bevel_lanes`
+/// (numbered from `sides` on, so on a tie a side is reported before a
+/// bevel), each plane pushed out by `shift` (of four normals in lanes). The
+/// numbers are those of the scalar loop over the same planes, bit for bit
+/// (see [`clip_lanes`]).
 #[inline(always)]
 pub(crate) fn clip_pushed(
-    lanes: &[SideLanes],
+    side_lanes: &[SideLanes],
+    bevel_lanes: &[SideLanes],
+    sides: usize,
     start: Vec3A,
     end: Vec3A,
     shift: impl Fn(&[Vec4; 3]) -> Vec4,
-    sides: usize,
-    bevels: impl Iterator<Item = (Vec3A, f32)>,
 ) -> BrushClip {
     let mut clip = Crossings::new();
-    if !cross_records(lanes, start, end, &mut clip, |n, plane_dist| {
-        plane_dist + shift(n)
-    }) {
-        return BrushClip::Miss;
+    let pushed = |n: &[Vec4; 3], plane_dist: Vec4| plane_dist + shift(n);
+    if cross_records(side_lanes, 0, start, end, &mut clip, pushed)
+        && cross_records(bevel_lanes, sides, start, end, &mut clip, pushed)
+    {
+        clip.finish()
+    } else {
+        BrushClip::Miss
     }
-    clip.meet_all(sides, start, end, bevels)
 }
 
 /// [`clip_pushed`] over planes given one at a time (normal, pushed-out
@@ -338,7 +322,13 @@ pub(crate) fn clip_planes(
     end: Vec3A,
     planes: impl Iterator<Item = (Vec3A, f32)>,
 ) -> BrushClip {
-    Crossings::new().meet_all(0, start, end, planes)
+    let mut clip = Crossings::new();
+    for (k, (normal, dist)) in planes.enumerate() {
+        if !clip.meet(k, start.dot(normal) - dist, end.dot(normal) - dist) {
+            return BrushClip::Miss;
+        }
+    }
+    clip.finish()
 }
 
 /// `v · n` per lane, summed as `Vec3A::dot` does: `(x + y) + z`.
@@ -347,12 +337,13 @@ fn lane_dot(v: &[Vec4; 3], n: &[Vec4; 3]) -> Vec4 {
     v[0] * n[0] + v[1] * n[1] + v[2] * n[2]
 }
 
-/// Meets the sides in `lanes` (record `k` holds sides `4k..4k + 4`), each
-/// plane's distance as `shifted(normals, distances)` gives it: false when
-/// the move cannot touch the brush.
+/// Meets the sides in `lanes` (record `k` holds sides `first + 4k..` to
+/// `first + 4k + 4`), each plane's distance as `shifted(normals,
+/// distances)` gives it: false when the move cannot touch the brush.
 #[inline(always)]
 fn cross_records(
     lanes: &[SideLanes],
+    first: usize,
     start: Vec3A,
     end: Vec3A,
     clip: &mut Crossings,
@@ -381,7 +372,7 @@ fn cross_records(
         let behind = d1.cmple(Vec4::ZERO) & d2.cmple(Vec4::ZERO);
         let crossing = !behind.bitmask() & 0xF;
         if crossing != 0 {
-            clip.cross_lanes(chunk * 4, d1, d2, crossing);
+            clip.cross_lanes(first + chunk * 4, d1, d2, crossing);
         }
     }
     true
@@ -537,9 +528,9 @@ mod tests {
         assert!(kinds.iter().take(3).all(|&n| n > 1_000), "{kinds:?}");
     }
 
-    /// A shape's clip two ways: its first `sides` planes in lanes and the
-    /// rest as bevels ([`clip_pushed`]), and the scalar loop over all of
-    /// them, each pushed out by the shape's shift.
+    /// A shape's clip two ways: its first `sides` planes as sides and the
+    /// rest as bevels, in lanes ([`clip_pushed`]), and the scalar loop over
+    /// all of them ([`clip_planes`]), each pushed out by the shape's shift.
     fn shape_clips<S: Support>(
         shape: &S,
         planes: &[Vec4],
@@ -548,21 +539,20 @@ mod tests {
         end: Vec3,
     ) -> (BrushClip, BrushClip) {
         let normal = |p: &Vec4| Vec3::new(p.x, p.y, p.z);
-        let side_lanes = records(&planes[..sides]);
-        let bevels = planes[sides..]
+        let (side_lanes, bevel_lanes) = (records(&planes[..sides]), records(&planes[sides..]));
+        let shift = |n: &[Vec4; 3]| shape.shift_lanes(n);
+        let lanes = clip_pushed(
+            &side_lanes,
+            &bevel_lanes,
+            sides,
+            start.into(),
+            end.into(),
+            shift,
+        );
+        let pushed = planes
             .iter()
             .map(|p| (Vec3A::from(normal(p)), p.w + shape.shift(normal(p))));
-        let shift = |n: &[Vec4; 3]| shape.shift_lanes(n);
-        let lanes = clip_pushed(&side_lanes, start.into(), end.into(), shift, sides, bevels);
-        let mut clip = Crossings::new();
-        for (k, p) in planes.iter().enumerate() {
-            let n = normal(p);
-            let dist = p.w + shape.shift(n);
-            if !clip.meet(k, start.dot(n) - dist, end.dot(n) - dist) {
-                return (lanes, BrushClip::Miss);
-            }
-        }
-        (lanes, clip.finish())
+        (lanes, clip_planes(start.into(), end.into(), pushed))
     }
 
     /// A shape's lane clip answers as the scalar loop over the same

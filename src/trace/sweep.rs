@@ -443,27 +443,31 @@ fn clip_brush_alone<S: Support>(
     if brush.num_sides == 0 {
         return Clipped::Miss;
     }
-    let pushed =
-        |(normal, dist, _): (Vec3, f32, u32)| (Vec3A::from(normal), dist + shape.shift(normal));
     let kernel = &world.kernel;
     let sides = brush.num_sides as usize;
     let bevels = world.shape_bevels_of(b);
     let clip = match kernel.brush_lanes.get(b) {
-        // The kernel's copy of the sides, four to a record: the same
-        // numbers, with no branch per side.
+        // The kernel's copy of the sides and then the bevels, four to a
+        // record: the same numbers, with no branch per plane.
         Some(&first) => {
-            let lanes = &kernel.side_lanes[first as usize..][..sides.div_ceil(4)];
-            let bevels = bevels
-                .iter()
-                .map(|bevel| pushed((Vec3::from_array(bevel.normal), bevel.dist, 0)));
+            let (side_records, bevel_records) = (sides.div_ceil(4), bevels.len().div_ceil(4));
+            let records = &kernel.side_lanes[first as usize..][..side_records + bevel_records];
+            let (side_lanes, bevel_lanes) = records.split_at(side_records);
             let shift = |n: &[Vec4; 3]| shape.shift_lanes(n);
-            clip_pushed(lanes, start.into(), end.into(), shift, sides, bevels)
+            clip_pushed(
+                side_lanes,
+                bevel_lanes,
+                sides,
+                start.into(),
+                end.into(),
+                shift,
+            )
         }
-        None => clip_planes(
-            start.into(),
-            end.into(),
-            shape_planes(world, b, brush).map(pushed),
-        ),
+        None => {
+            let pushed = shape_planes(world, b, brush)
+                .map(|(normal, dist, _)| (Vec3A::from(normal), dist + shape.shift(normal)));
+            clip_planes(start.into(), end.into(), pushed)
+        }
     };
     match clip {
         BrushClip::Miss => Clipped::Miss,

@@ -86,7 +86,8 @@ pub struct KernelTree {
     /// (infinite when the brush lacks an axial side).
     pub brush_bounds: Vec<[[f32; 3]; 2]>,
     /// The brushes' side planes, four to a record, each brush's sides in
-    /// order from its own first record (see [`SideLanes`]) ...
+    /// order from its own first record (see [`SideLanes`]), then its shape
+    /// bevels' planes (the shape clip's) from the next record on ...
     pub side_lanes: Vec<SideLanes>,
     /// ... which this holds, per brush.
     pub brush_lanes: Vec<u32>,
@@ -246,7 +247,8 @@ pub fn build(world: &World) -> KernelTree {
     }
 }
 
-/// Every brush's side planes in lanes, and each brush's first record (none
+/// Every brush's side planes in lanes, followed by its shape bevels' (from
+/// a record of their own), and each brush's first record (none
 /// at all if the records outnumber a `u32`: then the kernel is not used).
 fn side_lanes(world: &World) -> (Vec<SideLanes>, Vec<u32>) {
     let mut lanes = Vec::new();
@@ -265,6 +267,15 @@ fn side_lanes(world: &World) -> (Vec<SideLanes>, Vec<u32>) {
             })
             .collect();
         lanes.extend(planes.chunks(4).map(SideLanes::new));
+        let bevels: Vec<[f32; 4]> = world
+            .shape_bevels_of(first.len() - 1)
+            .iter()
+            .map(|bevel| {
+                let [x, y, z] = bevel.normal;
+                [x, y, z, bevel.dist]
+            })
+            .collect();
+        lanes.extend(bevels.chunks(4).map(SideLanes::new));
     }
     (lanes, first)
 }
