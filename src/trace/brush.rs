@@ -103,12 +103,8 @@ pub(crate) fn clip_brush(world: &World, index: usize, w: &TraceWork) -> BrushCli
 /// distance, which no test below can see).
 #[inline(always)]
 fn clip<const RAY: bool>(count: usize, w: &TraceWork, plane: impl Fn(usize) -> Vec4) -> BrushClip {
-    let mut clip = Crossings::new();
-    let start = w.start;
-    let end = w.end;
-    let lower = w.lower;
-    let upper = w.extents;
-    for k in 0..count {
+    let (lower, upper) = (w.lower, w.extents);
+    let planes = (0..count).map(|k| {
         let p = plane(k);
         let normal = Vec3A::from_vec4(p);
         // Shift the plane out by the box's support distance along its normal:
@@ -118,11 +114,9 @@ fn clip<const RAY: bool>(count: usize, w: &TraceWork, plane: impl Fn(usize) -> V
         } else {
             p.w - Vec3A::select(normal.cmplt(Vec3A::ZERO), upper, lower).dot(normal)
         };
-        if !clip.meet(k, start.dot(normal) - dist, end.dot(normal) - dist) {
-            return BrushClip::Miss;
-        }
-    }
-    clip.finish()
+        (normal, dist)
+    });
+    clip_planes(w.start, w.end, planes)
 }
 
 /// What the sides met so far say: the latest entry and earliest exit
@@ -315,8 +309,9 @@ pub(crate) fn clip_pushed(
     }
 }
 
-/// [`clip_pushed`] over planes given one at a time (normal, pushed-out
-/// distance), for worlds without the kernel's lanes.
+/// The clip over planes given one at a time (normal, shifted distance):
+/// the box clip's scalar path, and [`clip_pushed`]'s for worlds without
+/// the kernel's lanes.
 pub(crate) fn clip_planes(
     start: Vec3A,
     end: Vec3A,
@@ -389,8 +384,7 @@ pub(crate) fn box_in_brush(world: &World, brush: &Brush, w: &TraceWork) -> bool 
         .iter()
         .all(|side| {
             let plane = &world.planes[side.plane as usize];
-            let normal = plane.normal();
-            let normal = Vec3A::from(normal);
+            let normal = Vec3A::from(plane.normal());
             let dist = plane.dist - w.offset(plane.sign_bits).dot(normal);
             w.start.dot(normal) - dist <= 0.0
         })
@@ -426,7 +420,7 @@ mod tests {
     /// The planes four to a record, as the kernel stores a brush's sides.
     fn records(planes: &[Vec4]) -> Vec<SideLanes> {
         let as_arrays: Vec<[f32; 4]> = planes.iter().map(|p| p.to_array()).collect();
-        as_arrays.chunks(4).map(SideLanes::new).collect()
+        SideLanes::records(&as_arrays).collect()
     }
 
     /// An outcome as bits: kind, then its fields.
@@ -442,7 +436,6 @@ mod tests {
     /// plus slanted cuts, sometimes a side repeated), a move's start and end,
     /// and a box's half-size (zero for a ray on even cases).
     fn random_case(rng: &mut Rng, case: usize) -> (Vec<Vec4>, Vec3, Vec3, Vec3) {
-        // An axial box's six sides, some left out, plus slanted cuts.
         let mut planes = Vec::new();
         for k in 0..3 {
             let mut n = [0.0; 3];

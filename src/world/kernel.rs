@@ -62,8 +62,13 @@ impl SideLanes {
     /// by 1 unit whatever a box's shift, so no move crosses or leaves it.
     pub const PADDING: [f32; 4] = [0.0, 0.0, 0.0, 1.0];
 
+    /// Planes (`[x, y, z, dist]`) four to a record, the last one padded.
+    pub(crate) fn records(planes: &[[f32; 4]]) -> impl Iterator<Item = SideLanes> + '_ {
+        planes.chunks(4).map(SideLanes::new)
+    }
+
     /// Lanes of up to four planes (`[x, y, z, dist]`), padded.
-    pub(crate) fn new(planes: &[[f32; 4]]) -> Self {
+    fn new(planes: &[[f32; 4]]) -> Self {
         let plane = |k: usize| planes.get(k).copied().unwrap_or(Self::PADDING);
         let p = [plane(0), plane(1), plane(2), plane(3)];
         let lane = |c: usize| Vec4::new(p[0][c], p[1][c], p[2][c], p[3][c]);
@@ -253,7 +258,7 @@ pub fn build(world: &World) -> KernelTree {
 fn side_lanes(world: &World) -> (Vec<SideLanes>, Vec<u32>) {
     let mut lanes = Vec::new();
     let mut first = Vec::with_capacity(world.brushes.len());
-    for brush in world.brushes.iter() {
+    for (b, brush) in world.brushes.iter().enumerate() {
         let Ok(at) = u32::try_from(lanes.len()) else {
             return (Vec::new(), Vec::new());
         };
@@ -266,16 +271,16 @@ fn side_lanes(world: &World) -> (Vec<SideLanes>, Vec<u32>) {
                 [p.normal[0], p.normal[1], p.normal[2], p.dist]
             })
             .collect();
-        lanes.extend(planes.chunks(4).map(SideLanes::new));
+        lanes.extend(SideLanes::records(&planes));
         let bevels: Vec<[f32; 4]> = world
-            .shape_bevels_of(first.len() - 1)
+            .shape_bevels_of(b)
             .iter()
             .map(|bevel| {
                 let [x, y, z] = bevel.normal;
                 [x, y, z, bevel.dist]
             })
             .collect();
-        lanes.extend(bevels.chunks(4).map(SideLanes::new));
+        lanes.extend(SideLanes::records(&bevels));
     }
     (lanes, first)
 }
