@@ -1,76 +1,36 @@
 //! Reference conformance on the committed oracle subsets (SPEC §3 matching
 //! rule): every answer of every set of every committed map, curves on and
-//! off, must match the reference answer, except the documented differences
-//! listed in `tests/data/oracle/accepted.jsonl` (see the README there).
-//!
-//! Curves on `oa_ctf2` (the only committed map with patches) has its own test,
-//! `oa_ctf2_curves_on`, which fails until patch collision is complete.
+//! off, must match the reference answer. The answers that depend on the
+//! order in which the reference visits leaves (ties between equal contacts,
+//! early stops at fraction 0) are checked on their own too, from every such
+//! line of the full oracle files of the committed maps
+//! (`tests/data/oracle/order_dependent.jsonl`).
 
 mod common;
 
 use bspq::conformance::mismatch;
-use bspq::query::{answer, Answer};
+use bspq::query::{answer, Answer, QueryLine};
 use bspq::trace::Scratch;
 use common::{load_set, load_world, MAPS, SETS};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 
-/// How many unexpected mismatches a failing test prints in full.
+/// How many mismatches a failing test prints in full.
 const SHOW: usize = 12;
 
-/// One accepted difference: `line` is the 1-based line of the query in the
-/// committed subset file `tests/data/oracle/MAP/SET.jsonl.gz`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(deny_unknown_fields)]
-struct Accepted {
-    map: String,
-    set: String,
-    curves: bool,
-    line: usize,
-    reason: String,
-}
-
-fn accepted() -> Vec<Accepted> {
-    let path = common::data_dir().join("oracle/accepted.jsonl");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("accepted.jsonl line {}: {e}: {l}", i + 1))
-        })
-        .collect()
-}
-
-/// Writes past the test harness's output capture, so that notes printed by a
-/// passing test are seen without `--nocapture`.
-fn note(text: &str) {
-    let _ = std::io::stderr().write_all(text.as_bytes());
-}
-
 /// Runs every set of `map` with curves on or off; panics with a readable
-/// report on any mismatch that is not accepted.
+/// report on any mismatch.
 fn check_map(map: &str, curves: bool) {
     let loaded = load_world(map, curves);
     let world = loaded.view();
-    let allow: BTreeMap<(String, usize), Accepted> = accepted()
-        .into_iter()
-        .filter(|a| a.map == map && a.curves == curves)
-        .map(|a| ((a.set.clone(), a.line), a))
-        .collect();
     let mut scratch = Scratch::new();
     let mut summary = String::new();
     let mut details = String::new();
     let mut unexpected = 0usize;
-    let mut now_passing = Vec::new();
     for set in SETS {
         let data = load_set(map, set, curves);
         let mut matched = 0usize;
-        let mut accepted_here = 0usize;
         let mut failed_by_kind: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, (q, e)) in data.queries.iter().zip(&data.expected).enumerate() {
             let line = i + 1;
@@ -78,15 +38,9 @@ fn check_map(map: &str, curves: bool) {
             let expected: Answer = serde_json::from_str(e)
                 .unwrap_or_else(|err| panic!("{map}/{set} answer {line}: {err}"));
             let got = answer(&world, &mut scratch, &query);
-            let allowed = allow.get(&(set.to_owned(), line));
-            match (mismatch(&expected, &got), allowed) {
-                (None, None) => matched += 1,
-                (None, Some(a)) => {
-                    matched += 1;
-                    now_passing.push(a.clone());
-                }
-                (Some(_), Some(_)) => accepted_here += 1,
-                (Some(why), None) => {
+            match mismatch(&expected, &got) {
+                None => matched += 1,
+                Some(why) => {
                     unexpected += 1;
                     *failed_by_kind.entry(data.kinds[i].as_str()).or_default() += 1;
                     if unexpected <= SHOW {
@@ -103,20 +57,10 @@ fn check_map(map: &str, curves: bool) {
         let total = data.queries.len();
         let _ = write!(
             summary,
-            "\n  {set:7} {matched}/{total} matched ({:.3}%), {accepted_here} accepted differences, {} unexpected mismatches {failed_by_kind:?}",
+            "\n  {set:7} {matched}/{total} matched ({:.3}%), {} mismatches {failed_by_kind:?}",
             100.0 * matched as f64 / total.max(1) as f64,
-            total - matched - accepted_here,
+            total - matched,
         );
-    }
-    if !now_passing.is_empty() {
-        let mut text = format!(
-            "note: {map} (curves {curves}): {} accepted differences now match; prune them from tests/data/oracle/accepted.jsonl:\n",
-            now_passing.len()
-        );
-        for a in &now_passing {
-            let _ = writeln!(text, "  {} line {}: {}", a.set, a.line, a.reason);
-        }
-        note(&text);
     }
     println!("{map} (curves {curves}):{summary}");
     if unexpected > 0 {
@@ -133,8 +77,7 @@ fn oa_ctf2_curves_off() {
     check_map("oa_ctf2", false);
 }
 
-/// The only committed map with patches: this fails until patch collision
-/// (curves) is implemented; its mismatches are deliberately not accepted.
+/// The only committed map with patches.
 #[test]
 fn oa_ctf2_curves_on() {
     check_map("oa_ctf2", true);
@@ -160,22 +103,73 @@ fn aggressor_curves_off() {
     check_map("aggressor", false);
 }
 
-/// The allowlist names real lines, gives reasons and has no duplicates.
+/// One answer of the full oracle that depends on the reference's visit order.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OrderCase {
+    map: String,
+    curves: bool,
+    set: String,
+    line: usize,
+    kind: String,
+    query: serde_json::Value,
+    expected: serde_json::Value,
+}
+
+fn order_cases() -> Vec<OrderCase> {
+    let path = common::data_dir().join("oracle/order_dependent.jsonl");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Every answer of the committed maps' full oracle files that depends on
+/// the order in which the reference visits leaves matches, walked through
+/// the source's tree; the compiled tree's own order gets them wrong, so the
+/// cases do test the order.
 #[test]
-fn accepted_list_is_well_formed() {
-    let list = accepted();
-    let mut seen = std::collections::BTreeSet::new();
-    for a in &list {
-        assert!(MAPS.contains(&a.map.as_str()), "unknown map in {a:?}");
-        assert!(SETS.contains(&a.set.as_str()), "unknown set in {a:?}");
-        assert!(a.reason.trim().len() >= 10, "no real reason in {a:?}");
-        let n = load_set(&a.map, &a.set, a.curves).queries.len();
-        assert!(a.line >= 1 && a.line <= n, "line out of range in {a:?}");
-        assert!(
-            seen.insert((&a.map, &a.set, a.curves, a.line)),
-            "duplicate entry {a:?}"
-        );
+fn order_dependent_answers_match_the_reference() {
+    let cases = order_cases();
+    assert!(cases.len() >= 20, "only {} cases", cases.len());
+    let mut wrong_without = 0;
+    let mut failures = String::new();
+    for map in MAPS {
+        for curves in [false, true] {
+            let loaded = load_world(map, curves);
+            let world = loaded.view();
+            assert!(world.source.is_present(), "{map}: no source tree");
+            let mut scratch = Scratch::new();
+            for case in cases.iter().filter(|c| c.map == map && c.curves == curves) {
+                let query = QueryLine::parse(&case.query.to_string())
+                    .and_then(|q| q.validate())
+                    .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+                let expected: Answer = serde_json::from_value(case.expected.clone())
+                    .unwrap_or_else(|e| panic!("{case:?}: {e}"));
+                let got = answer(&world, &mut scratch, &query);
+                if let Some(why) = mismatch(&expected, &got) {
+                    let _ = write!(
+                        failures,
+                        "\n  {map} curves {curves} {} line {} [{}]: {why}",
+                        case.set, case.line, case.kind
+                    );
+                }
+                let compiled = world.without_source_tree();
+                let got = answer(&compiled, &mut scratch, &query);
+                wrong_without += mismatch(&expected, &got).is_some() as usize;
+            }
+        }
     }
+    assert!(
+        failures.is_empty(),
+        "order-dependent answers differ:{failures}"
+    );
+    assert!(
+        wrong_without * 2 >= cases.len(),
+        "the compiled tree's order gets only {wrong_without} of {} wrong",
+        cases.len()
+    );
 }
 
 /// The committed subsets have the documented sizes (guards against a bad

@@ -529,7 +529,14 @@ fn worlds_without_bevel_sections_load_and_bad_ones_are_rejected() {
     let bare = compile(BevelOptions::none());
     let bare_file = format::write(&bare);
     let layout = format::parse_layout(&bare_file, true).expect("layout");
-    assert_eq!(layout.sections.len(), format::ALL_SECTIONS.len());
+    assert_eq!(
+        layout.sections.len(),
+        format::ALL_SECTIONS.len() + format::SOURCE_TREE_SECTIONS.len()
+    );
+    assert!(!layout
+        .sections
+        .iter()
+        .any(|s| format::OPTIONAL_SECTIONS.contains(&s.kind)));
     let loaded = LoadedWorld::from_compiled_bytes(&bare_file).expect("loads");
     assert!(loaded.view().shape_bevels.is_empty());
 

@@ -64,11 +64,24 @@ fn a_file_round_trips_and_records_its_origin() {
     assert_eq!(info.source_hash, xxhash_rust::xxh3::xxh3_64(&source));
     let layout = loaded.file_layout().expect("a file layout");
     assert_eq!(layout.version, format::FORMAT_VERSION);
-    // Compiled with the default shape bevels: both optional sections too.
+    // Compiled with the default shape bevels and from a source with a tree:
+    // both optional sections and the source tree's too.
     assert_eq!(
         layout.sections.len(),
-        format::ALL_SECTIONS.len() + format::OPTIONAL_SECTIONS.len()
+        format::ALL_SECTIONS.len()
+            + format::OPTIONAL_SECTIONS.len()
+            + format::SOURCE_TREE_SECTIONS.len()
     );
+    let (world, built) = (
+        loaded.view(),
+        bspq::world::load::compile_source(&source, "oa_ctf2", &CompileOptions::default())
+            .expect("compiles"),
+    );
+    assert_eq!(world.source.nodes, &built.source_nodes[..]);
+    assert_eq!(world.source.leaves, &built.source_leaves[..]);
+    assert_eq!(world.source.leaf_brushes, &built.source_leaf_brushes[..]);
+    assert_eq!(world.source.leaf_patches, &built.source_leaf_patches[..]);
+    assert!(!world.source.leaf_patches.is_empty(), "oa_ctf2 has patches");
 }
 
 #[test]

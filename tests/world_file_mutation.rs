@@ -773,11 +773,14 @@ fn hull_original() -> &'static [u8] {
                 mins: [-15.0, -15.0, -24.0],
                 maxs: [15.0, 15.0, 32.0],
             }],
-            // No shape-bevel sections: the hull sections are then the last ones.
+            // No shape-bevel sections and no source tree: the hull sections
+            // are then the last ones.
             shape_bevels: bspq::compile::bevels::BevelOptions::none(),
             ..Default::default()
         };
-        format::write(&compile_source(&source, "oa_ctf2", &options).unwrap())
+        let mut world = compile_source(&source, "oa_ctf2", &options).unwrap();
+        bspq::compile::source_tree::clear(&mut world);
+        format::write(&world)
     })
 }
 
@@ -891,4 +894,94 @@ fn corrupt_hull_sections_are_typed_errors() {
         let outcome = catch_unwind(AssertUnwindSafe(|| load_hull_world(&b, round)));
         assert!(outcome.is_ok(), "round {round}: a panic");
     }
+}
+
+/// The source's tree (optional sections 34–37) is checked like the compiled
+/// tree: a proper tree, its lists and indices in range, all four sections
+/// or none, as the header's flag says.
+#[test]
+fn broken_source_trees_are_errors() {
+    use SectionKind as K;
+    let bytes = original();
+    let nodes = section(bytes, K::SourceNodes);
+    let child_at =
+        |i: usize, k: usize| field(bytes, K::SourceNodes, i, offset_of!(Node, children) + 4 * k);
+    let child = |i: usize, k: usize| get_u32(bytes, child_at(i, k)) as i32;
+    let (parent, k) = (1..nodes.count)
+        .flat_map(|i| [(i, 0), (i, 1)])
+        .find(|&(i, k)| child(i, k) >= 0)
+        .unwrap();
+    for (what, value) in [
+        ("source child is itself", parent as i32),
+        ("source child is the root", 0),
+        ("source child past the end", nodes.count as i32),
+        ("source leaf past the end", i32::MIN),
+    ] {
+        let msg = expect_error(what, |b| put_u32(b, child_at(parent, k), value as u32));
+        assert!(msg.contains("source"), "{what}: {msg}");
+    }
+    let count = |k: K| section(bytes, k).count as u32;
+    for (what, kind, at, value) in [
+        ("source node plane", K::SourceNodes, 0, count(K::Planes)),
+        (
+            "source leaf brush",
+            K::SourceLeafBrushes,
+            0,
+            count(K::Brushes),
+        ),
+        (
+            "source leaf patch",
+            K::SourceLeafPatches,
+            0,
+            count(K::Patches),
+        ),
+        (
+            "source leaf brush range",
+            K::SourceLeaves,
+            offset_of!(Leaf, num_brushes),
+            count(K::SourceLeafBrushes) + 1,
+        ),
+        (
+            "source leaf patch range",
+            K::SourceLeaves,
+            offset_of!(Leaf, first_patch),
+            u32::MAX,
+        ),
+    ] {
+        let msg = expect_error(what, |b| put_u32(b, field(bytes, kind, 0, at), value));
+        assert!(msg.contains("source"), "{what}: {msg}");
+    }
+    // The flag without the sections, and the sections without the flag.
+    expect_error("source-tree flag cleared", |b| {
+        let flags = get_u32(b, 20);
+        put_u32(b, 20, flags & !format::FLAG_SOURCE_TREE)
+    });
+    let n = sections(bytes).len();
+    let source_last = sections(bytes)
+        .iter()
+        .rposition(|s| s.kind == K::SourceLeafPatches)
+        == Some(n - 1);
+    assert!(source_last, "the source sections are written last");
+    let msg = expect_error("a source section left out", |b| {
+        put_u32(b, 16, n as u32 - 1)
+    });
+    assert!(msg.contains("source_leaf_patches"), "{msg}");
+}
+
+/// A world file written without the source's tree (as builds before it
+/// wrote them) loads, and answers the order-dependent cases from its own
+/// tree.
+#[test]
+fn a_file_without_the_source_tree_loads() {
+    let source = std::fs::read(common::map_path("oa_ctf2")).unwrap();
+    let mut data = compile_source(&source, "oa_ctf2", &CompileOptions::default()).unwrap();
+    assert!(data.view().source.is_present());
+    bspq::compile::source_tree::clear(&mut data);
+    let bytes = format::write(&data);
+    let layout = format::parse_layout(&bytes, true).unwrap();
+    assert_eq!(layout.flags & format::FLAG_SOURCE_TREE, 0);
+    let loaded = LoadedWorld::from_compiled_bytes(&bytes).unwrap();
+    let world = loaded.view();
+    assert!(!world.source.is_present());
+    exercise(&world, 7);
 }

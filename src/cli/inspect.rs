@@ -92,6 +92,18 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     );
     println!("leaf brush refs  {}", world.leaf_brushes.len());
     println!("leaf patch refs  {}", world.leaf_patches.len());
+    let source = &world.source;
+    if source.is_present() {
+        println!(
+            "source tree      {} nodes, {} leaves, {} brush refs, {} patch refs (visit order)",
+            source.nodes.len(),
+            source.leaves.len(),
+            source.leaf_brushes.len(),
+            source.leaf_patches.len()
+        );
+    } else {
+        println!("source tree      none (order-dependent answers use the compiled tree)");
+    }
     println!(
         "patch facets     {} ({} planes)",
         world.facets.len(),

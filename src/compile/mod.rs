@@ -5,6 +5,7 @@ pub mod bevels;
 mod brushes;
 pub mod onion;
 pub mod patch;
+pub mod source_tree;
 mod tree;
 
 use crate::source::Q3Bsp;
@@ -94,6 +95,7 @@ pub fn compile_q3(
     let (ranges, shape_bevels, _) = bevels::build(&world.view(), &options.shape_bevels);
     world.shape_bevel_ranges = ranges;
     world.shape_bevels = shape_bevels;
+    source_tree::collect(bsp, &mut world);
     world.info.compile_seconds = started.elapsed().as_secs_f64();
     Ok(world)
 }

@@ -11,6 +11,7 @@ use super::brush::{clip_planes, clip_pushed, BrushClip};
 use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Outcome};
 use super::patch::patch_in_reach;
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
+use super::tree::{BoxLeaves, Lists, SOURCE_FAR_REACH};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
 use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
@@ -163,6 +164,9 @@ pub(crate) struct Segment {
 struct NodeView {
     normal: Vec3,
     dist: f32,
+    /// 0/1/2 for a +X/+Y/+Z plane, 3 otherwise (only the source's tree
+    /// reads it).
+    axis: u32,
     children: [i32; 2],
     /// OR of the contents below each child (all ones when unknown).
     below: [u32; 2],
@@ -171,31 +175,60 @@ struct NodeView {
     maxs: Vec3,
 }
 
-/// The kernel's packed nodes when the world has them (contents below each
-/// child and bounds, so whole subtrees are skipped), else the file's.
-#[inline(always)]
-fn node_view(world: &World, packed: bool, index: i32) -> NodeView {
-    if packed {
-        let node = &world.kernel.nodes[index as usize];
-        NodeView {
-            normal: node.plane.truncate(),
-            dist: node.plane.w,
-            children: node.children,
-            below: node.contents_below,
-            mins: node.mins.into(),
-            maxs: node.maxs.into(),
+/// Which tree the walk reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Walked {
+    /// The source's tree, in the order box sweeps visit it (see
+    /// `tree::SourceNodes`): the tree that decides ties.
+    Source,
+    /// The kernel's packed nodes (contents below each child and bounds, so
+    /// whole subtrees are skipped).
+    Packed,
+    /// The compiled tree as the file has it.
+    File,
+}
+
+impl Walked {
+    fn of(world: &World) -> Self {
+        if world.source.is_present() {
+            Walked::Source
+        } else if world.kernel.matches(world) {
+            Walked::Packed
+        } else {
+            Walked::File
         }
-    } else {
-        let node = &world.nodes[index as usize];
+    }
+}
+
+#[inline(always)]
+fn node_view(world: &World, walked: Walked, index: i32) -> NodeView {
+    let plane_view = |node: &crate::world::Node| {
         let plane = &world.planes[node.plane as usize];
         NodeView {
             normal: plane.normal(),
             dist: plane.dist,
+            axis: plane.axis,
             children: node.children,
             below: [u32::MAX; 2],
             mins: Vec3::NEG_INFINITY,
             maxs: Vec3::INFINITY,
         }
+    };
+    match walked {
+        Walked::Packed => {
+            let node = &world.kernel.nodes[index as usize];
+            NodeView {
+                normal: node.plane.truncate(),
+                dist: node.plane.w,
+                axis: 3,
+                children: node.children,
+                below: node.contents_below,
+                mins: node.mins.into(),
+                maxs: node.maxs.into(),
+            }
+        }
+        Walked::Source => plane_view(&world.source.nodes[index as usize]),
+        Walked::File => plane_view(&world.nodes[index as usize]),
     }
 }
 
@@ -214,24 +247,25 @@ fn overlaps(b: &[Vec3; 2], lo: Vec3, hi: Vec3) -> bool {
 /// bounds stay a margin away from is rejected by its clip before it writes
 /// anything.
 fn trace_tree<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch) {
-    let packed = world.kernel.matches(world);
-    if packed {
+    let walked = Walked::of(world);
+    if walked == Walked::Packed {
         let below = world.kernel.nodes[0].contents_below;
         if (below[0] | below[1]) & w.mask == 0 {
             return;
         }
     }
+    let lists = Lists::ordering(world);
     let mut stack = std::mem::take(&mut scratch.shape_stack);
     stack.clear();
     stack.push(Segment {
-        child: world.root(),
+        child: lists.root,
         f1: 0.0,
         f2: 1.0,
         p1: w.start,
         p2: w.end,
     });
     while let Some(seg) = stack.pop() {
-        walk_segment(world, packed, w, scratch, seg, &mut stack);
+        walk_segment(world, walked, lists, w, scratch, seg, &mut stack);
         if w.result.allsolid || (w.result.fraction == 0.0 && w.collect.is_none()) {
             break;
         }
@@ -240,10 +274,13 @@ fn trace_tree<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scr
 }
 
 /// Descends from `seg.child` along the near side, pushing far sides (as the
-/// box walk does, with the shape's reach along each node normal).
+/// box walk does, with the shape's reach along each node normal; in the
+/// source's tree, as box sweeps walk it, with a fixed reach across planes
+/// that are not axial).
 fn walk_segment<S: Support>(
     world: &World,
-    packed: bool,
+    walked: Walked,
+    lists: Lists,
     w: &mut ShapeWork<S>,
     scratch: &mut Scratch,
     seg: Segment,
@@ -260,15 +297,21 @@ fn walk_segment<S: Support>(
         return;
     }
     let mask = w.mask;
+    let packed = walked == Walked::Packed;
     while child >= 0 {
-        let node = node_view(world, packed, child);
+        let node = node_view(world, walked, child);
         if packed && !overlaps(&w.bounds, node.mins, node.maxs) {
             return;
         }
         let normal = node.normal;
         let t1 = normal.dot(p1) - node.dist;
         let t2 = normal.dot(p2) - node.dist;
-        let reach = w.shape.reach(normal) + TREE_WALK_SLACK;
+        let offset = if walked == Walked::Source && node.axis >= 3 {
+            SOURCE_FAR_REACH
+        } else {
+            w.shape.reach(normal)
+        };
+        let reach = offset + TREE_WALK_SLACK;
         if t1 >= reach && t2 >= reach {
             if node.below[0] & mask == 0 {
                 return;
@@ -310,24 +353,18 @@ fn walk_segment<S: Support>(
         p2 = p1 + (p2 - p1) * frac;
         child = node.children[near];
     }
-    trace_leaf(
-        world,
-        packed,
-        w,
-        scratch,
-        &world.leaves[(-1 - child) as usize],
-    );
+    trace_leaf(world, packed, lists, w, scratch, lists.leaf(child));
 }
 
 fn trace_leaf<S: Support>(
     world: &World,
     packed: bool,
+    lists: Lists,
     w: &mut ShapeWork<S>,
     scratch: &mut Scratch,
     leaf: &Leaf,
 ) {
-    let first = leaf.first_brush as usize;
-    for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
+    for &b in lists.brushes(leaf) {
         let brush = &world.brushes[b as usize];
         if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
             continue;
@@ -356,8 +393,7 @@ fn trace_leaf<S: Support>(
             return;
         }
     }
-    let first = leaf.first_patch as usize;
-    for &p in &world.leaf_patches[first..first + leaf.num_patches as usize] {
+    for &p in lists.patches(leaf) {
         let patch = &world.patches[p as usize];
         if !scratch.first_visit_patch(p as usize) || patch.contents & w.mask == 0 {
             continue;
@@ -731,12 +767,12 @@ fn shape_in_patch<S: Support>(world: &World, patch: &Patch, shape: &S, at: Vec3)
 fn position_test<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch) {
     let lo = w.start - w.half - Vec3::splat(TREE_WALK_SLACK);
     let hi = w.start + w.half + Vec3::splat(TREE_WALK_SLACK);
+    let lists = Lists::ordering(world);
     let mut leaves = Vec::new();
-    collect_box_leaves(world, world.root(), lo, hi, &mut leaves);
+    BoxLeaves::new(world, lo, hi).collect(lists.root, &mut leaves, &mut ());
     for leaf_index in leaves {
-        let leaf = &world.leaves[leaf_index as usize];
-        let first = leaf.first_brush as usize;
-        for &b in &world.leaf_brushes[first..first + leaf.num_brushes as usize] {
+        let leaf = &lists.leaves[leaf_index as usize];
+        for &b in lists.brushes(leaf) {
             let brush = &world.brushes[b as usize];
             if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
                 continue;
@@ -750,8 +786,7 @@ fn position_test<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut 
                 return;
             }
         }
-        let first = leaf.first_patch as usize;
-        for &p in &world.leaf_patches[first..first + leaf.num_patches as usize] {
+        for &p in lists.patches(leaf) {
             let patch = &world.patches[p as usize];
             if !scratch.first_visit_patch(p as usize) || patch.contents & w.mask == 0 {
                 continue;
@@ -769,28 +804,4 @@ fn set_inside(result: &mut TraceResult, contents: u32) {
     result.allsolid = true;
     result.fraction = 0.0;
     result.contents = contents;
-}
-
-/// The leaves whose cells overlap the box `lo..hi`, front first.
-fn collect_box_leaves(world: &World, mut child: i32, lo: Vec3, hi: Vec3, out: &mut Vec<u32>) {
-    loop {
-        if child < 0 {
-            out.push((-1 - child) as u32);
-            return;
-        }
-        let node = &world.nodes[child as usize];
-        let plane = &world.planes[node.plane as usize];
-        let centre = (lo + hi) * 0.5;
-        let half = (hi - lo) * 0.5;
-        let d = plane.distance(centre);
-        let r = plane.normal().abs().dot(half);
-        if d - r >= 0.0 {
-            child = node.children[0];
-        } else if d + r < 0.0 {
-            child = node.children[1];
-        } else {
-            collect_box_leaves(world, node.children[0], lo, hi, out);
-            child = node.children[1];
-        }
-    }
 }

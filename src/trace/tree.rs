@@ -4,7 +4,7 @@ use super::brush::{box_in_brush, trace_through_brush};
 use super::patch::{position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
-use crate::world::{Brush, KernelTree, Leaf, Patch, World};
+use crate::world::{Brush, KernelTree, Leaf, Node, Patch, Plane, SourceTree, World};
 use glam::Vec3A;
 
 /// What one trace's walk did, counted when asked for (`trace_with_stats`).
@@ -89,6 +89,9 @@ pub(crate) struct Segment {
 struct NodeView {
     normal: Vec3A,
     dist: f32,
+    /// 0/1/2 for a +X/+Y/+Z plane, 3 otherwise; only read by trees whose
+    /// [`Nodes::offset`] needs it.
+    axis: u32,
     children: [i32; 2],
     /// OR of the contents below each child (all ones when unknown).
     below: [u32; 2],
@@ -98,18 +101,103 @@ struct NodeView {
     maxs: Vec3A,
 }
 
-/// Where the walk reads nodes from. Both sources give the same planes and
-/// children, so the walk does the same arithmetic in the same order.
+/// A tree's leaves and what they list.
+#[derive(Clone, Copy)]
+pub(crate) struct Lists<'w> {
+    pub root: i32,
+    pub leaves: &'w [Leaf],
+    pub leaf_brushes: &'w [u32],
+    pub leaf_patches: &'w [u32],
+}
+
+impl<'w> Lists<'w> {
+    /// The tree that decides the visit order: the source's when the world
+    /// has it, else the compiled one.
+    pub fn ordering(world: &World<'w>) -> Self {
+        if world.source.is_present() {
+            Self::source(&world.source)
+        } else {
+            Self::compiled(world)
+        }
+    }
+
+    /// The compiled tree's.
+    fn compiled(world: &World<'w>) -> Self {
+        Lists {
+            root: world.root(),
+            leaves: world.leaves,
+            leaf_brushes: world.leaf_brushes,
+            leaf_patches: world.leaf_patches,
+        }
+    }
+
+    /// The source's tree's.
+    fn source(tree: &SourceTree<'w>) -> Self {
+        Lists {
+            root: tree.root(),
+            leaves: tree.leaves,
+            leaf_brushes: tree.leaf_brushes,
+            leaf_patches: tree.leaf_patches,
+        }
+    }
+
+    #[inline(always)]
+    pub fn leaf(&self, child: i32) -> &'w Leaf {
+        &self.leaves[(-1 - child) as usize]
+    }
+
+    /// The brushes leaf `leaf` lists, in order.
+    #[inline(always)]
+    pub fn brushes(&self, leaf: &Leaf) -> &'w [u32] {
+        &self.leaf_brushes[leaf.first_brush as usize..][..leaf.num_brushes as usize]
+    }
+
+    /// The patches leaf `leaf` lists, in order.
+    #[inline(always)]
+    pub fn patches(&self, leaf: &Leaf) -> &'w [u32] {
+        &self.leaf_patches[leaf.first_patch as usize..][..leaf.num_patches as usize]
+    }
+}
+
+/// Where the walk reads nodes from. The compiled tree's two sources give
+/// the same planes and children, so the walk does the same arithmetic in the
+/// same order; the source's tree is walked as the reference walks it.
 trait Nodes {
     /// Whether nodes carry bounds and brushes cull boxes.
     const BOUNDED: bool;
     fn get(&self, index: i32) -> NodeView;
     /// Whether brush `b` can be touched by a move within `bounds`.
     fn may_touch_brush(&self, b: usize, bounds: &[Vec3A; 2]) -> bool;
+
+    /// How far the box reaches across `node`'s plane: the walk enters a
+    /// side while the box's centre lies within this (plus one unit of
+    /// slack) of it. Exact: `|n|·e` (an axial plane's is exactly the one
+    /// extent, so no branch on the axis).
+    #[inline(always)]
+    fn offset<const RAY: bool>(_node: &NodeView, extents: Vec3A, normal: Vec3A) -> f32 {
+        if RAY {
+            0.0
+        } else {
+            normal.abs().dot(extents)
+        }
+    }
 }
 
-/// The reference: `nodes` and `planes` of the file, nothing known below.
+/// The compiled tree as the file has it: `nodes` and `planes`, nothing
+/// known below.
 struct FileNodes<'a, 'w>(&'a World<'w>);
+
+fn plane_view(node: &Node, plane: &Plane) -> NodeView {
+    NodeView {
+        normal: Vec3A::from(plane.normal()),
+        dist: plane.dist,
+        axis: plane.axis,
+        children: node.children,
+        below: [u32::MAX; 2],
+        mins: Vec3A::NEG_INFINITY,
+        maxs: Vec3A::INFINITY,
+    }
+}
 
 impl Nodes for FileNodes<'_, '_> {
     const BOUNDED: bool = false;
@@ -122,14 +210,53 @@ impl Nodes for FileNodes<'_, '_> {
     #[inline(always)]
     fn get(&self, index: i32) -> NodeView {
         let node = &self.0.nodes[index as usize];
-        let plane = &self.0.planes[node.plane as usize];
-        NodeView {
-            normal: Vec3A::from(plane.normal()),
-            dist: plane.dist,
-            children: node.children,
-            below: [u32::MAX; 2],
-            mins: Vec3A::NEG_INFINITY,
-            maxs: Vec3A::INFINITY,
+        plane_view(node, &self.0.planes[node.plane as usize])
+    }
+}
+
+/// The source's own tree, walked in the reference's order: nearest side
+/// first, a box reaching across an axial plane by its extent along the axis
+/// and across any other plane by a fixed [`SOURCE_FAR_REACH`] units (rays:
+/// not at all), plus the walk's slack. Which leaves it visits, and in what
+/// order, decide the first of two equal contacts. The pieces on either side
+/// are cut as in the compiled tree, with the slack: every contact the fast
+/// trace finds lies in a leaf this walk visits, so the two disagree only on
+/// which of two equal contacts comes first.
+struct SourceNodes<'a, 'w> {
+    nodes: &'w [Node],
+    planes: &'a [Plane],
+}
+
+/// How far a box reaches across a plane that is not axial, as the
+/// reference lets it (a bound, not the support distance: it visits more
+/// leaves than it must, which only adds leaves to the order). The six
+/// development maps' answers agree with this and with the exact support
+/// distance alike: there, ties are decided by which leaves list which
+/// brushes, not by the reach.
+pub(crate) const SOURCE_FAR_REACH: f32 = 2048.0;
+
+impl Nodes for SourceNodes<'_, '_> {
+    const BOUNDED: bool = false;
+
+    #[inline(always)]
+    fn may_touch_brush(&self, _b: usize, _bounds: &[Vec3A; 2]) -> bool {
+        true
+    }
+
+    #[inline(always)]
+    fn get(&self, index: i32) -> NodeView {
+        let node = &self.nodes[index as usize];
+        plane_view(node, &self.planes[node.plane as usize])
+    }
+
+    #[inline(always)]
+    fn offset<const RAY: bool>(node: &NodeView, extents: Vec3A, _normal: Vec3A) -> f32 {
+        if node.axis < 3 {
+            extents[node.axis as usize]
+        } else if RAY {
+            0.0
+        } else {
+            SOURCE_FAR_REACH
         }
     }
 }
@@ -152,6 +279,7 @@ impl Nodes for PackedNodes<'_> {
         NodeView {
             normal: Vec3A::from_vec4(node.plane),
             dist: node.plane.w,
+            axis: 3,
             children: node.children,
             below: node.contents_below,
             mins: node.mins,
@@ -169,21 +297,37 @@ pub(crate) fn trace_tree<P: Probe>(
     probe: &mut P,
 ) {
     let kernel = world.kernel;
-    if kernel.matches(world) {
+    if world.source.is_present() {
+        let nodes = SourceNodes {
+            nodes: world.source.nodes,
+            planes: world.planes,
+        };
+        walk_from(
+            world,
+            &nodes,
+            Lists::source(&world.source),
+            w,
+            scratch,
+            probe,
+        );
+    } else if kernel.matches(world) {
         let below = kernel.nodes[0].contents_below;
         if (below[0] | below[1]) & w.mask == 0 {
             // Nothing anywhere in the mask.
             return;
         }
-        walk_from(world, &PackedNodes(kernel), w, scratch, probe);
+        let lists = Lists::compiled(world);
+        walk_from(world, &PackedNodes(kernel), lists, w, scratch, probe);
     } else {
-        walk_from(world, &FileNodes(world), w, scratch, probe);
+        let lists = Lists::compiled(world);
+        walk_from(world, &FileNodes(world), lists, w, scratch, probe);
     }
 }
 
 fn walk_from<P: Probe, N: Nodes>(
     world: &World,
     nodes: &N,
+    lists: Lists,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     probe: &mut P,
@@ -191,7 +335,7 @@ fn walk_from<P: Probe, N: Nodes>(
     let mut stack = std::mem::take(&mut scratch.segment_stack);
     stack.clear();
     stack.push(Segment {
-        child: world.root(),
+        child: lists.root,
         f1: 0.0,
         f2: 1.0,
         p1: w.start,
@@ -201,14 +345,14 @@ fn walk_from<P: Probe, N: Nodes>(
     // is a constant.
     if w.is_point {
         while let Some(seg) = stack.pop() {
-            walk_segment::<P, N, true>(world, nodes, w, scratch, seg, &mut stack, probe);
+            walk_segment::<P, N, true>(world, nodes, lists, w, scratch, seg, &mut stack, probe);
             if w.stop_at_any_hit && w.result.fraction < 1.0 {
                 break;
             }
         }
     } else {
         while let Some(seg) = stack.pop() {
-            walk_segment::<P, N, false>(world, nodes, w, scratch, seg, &mut stack, probe);
+            walk_segment::<P, N, false>(world, nodes, lists, w, scratch, seg, &mut stack, probe);
             if w.stop_at_any_hit && w.result.fraction < 1.0 {
                 break;
             }
@@ -220,10 +364,12 @@ fn walk_from<P: Probe, N: Nodes>(
 /// Descends from `seg.child` along the near side, pushing far sides. Children
 /// with nothing in the mask below them are not entered: they hold nothing
 /// the trace could touch, so the answer is the same without them.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
     world: &World,
     nodes: &N,
+    lists: Lists,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     seg: Segment,
@@ -257,13 +403,8 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
         // of an axial plane, without the branch.
         let t1 = normal.dot(p1) - node.dist;
         let t2 = normal.dot(p2) - node.dist;
-        // How far the box reaches along the normal, plus the slack. For an
-        // axial plane |n|·e is exactly the one extent, so no branch on the axis.
-        let reach = if RAY {
-            TREE_WALK_SLACK
-        } else {
-            normal.abs().dot(extents) + TREE_WALK_SLACK
-        };
+        // How far the box reaches along the normal, plus the slack.
+        let reach = N::offset::<RAY>(&node, extents, normal) + TREE_WALK_SLACK;
         if t1 >= reach && t2 >= reach {
             if node.below[0] & mask == 0 {
                 return;
@@ -306,14 +447,7 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
         p2 = p1 + (p2 - p1) * frac;
         child = node.children[near];
     }
-    trace_leaf(
-        world,
-        nodes,
-        w,
-        scratch,
-        &world.leaves[(-1 - child) as usize],
-        probe,
-    );
+    trace_leaf(world, nodes, lists, w, scratch, lists.leaf(child), probe);
 }
 
 /// Whether the box `b` overlaps `lo..=hi`.
@@ -325,6 +459,7 @@ fn overlaps(b: &[Vec3A; 2], lo: Vec3A, hi: Vec3A) -> bool {
 fn trace_leaf<P: Probe, N: Nodes>(
     world: &World,
     nodes: &N,
+    lists: Lists,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     leaf: &Leaf,
@@ -332,7 +467,7 @@ fn trace_leaf<P: Probe, N: Nodes>(
 ) {
     probe.leaf(leaf);
     let bounds = w.bounds;
-    for (index, _) in new_brushes(world, scratch, leaf, w.mask) {
+    for (index, _) in new_brushes(world, lists, scratch, leaf, w.mask) {
         if !nodes.may_touch_brush(index, &bounds) {
             continue;
         }
@@ -346,7 +481,7 @@ fn trace_leaf<P: Probe, N: Nodes>(
             return;
         }
     }
-    for patch in new_patches(world, scratch, leaf, w.mask) {
+    for patch in new_patches(world, lists, scratch, leaf, w.mask) {
         probe.patch();
         trace_through_patch(world, patch, w);
         if w.result.allsolid || (w.stop_at_any_hit && w.result.fraction < 1.0) {
@@ -360,13 +495,14 @@ fn trace_leaf<P: Probe, N: Nodes>(
 /// tie-breaking order).
 fn new_brushes<'w, 's>(
     world: &World<'w>,
+    lists: Lists<'w>,
     scratch: &'s mut Scratch,
     leaf: &Leaf,
     mask: u32,
 ) -> impl Iterator<Item = (usize, &'w Brush)> + use<'w, 's> {
     let brushes = world.brushes;
-    let first = leaf.first_brush as usize;
-    world.leaf_brushes[first..first + leaf.num_brushes as usize]
+    lists
+        .brushes(leaf)
         .iter()
         .filter(move |&&b| scratch.first_visit_brush(b as usize))
         .map(move |&b| (b as usize, &brushes[b as usize]))
@@ -376,13 +512,14 @@ fn new_brushes<'w, 's>(
 /// As [`new_brushes`], for patches.
 fn new_patches<'w, 's>(
     world: &World<'w>,
+    lists: Lists<'w>,
     scratch: &'s mut Scratch,
     leaf: &Leaf,
     mask: u32,
 ) -> impl Iterator<Item = &'w Patch> + use<'w, 's> {
     let patches = world.patches;
-    let first = leaf.first_patch as usize;
-    world.leaf_patches[first..first + leaf.num_patches as usize]
+    lists
+        .patches(leaf)
         .iter()
         .filter(move |&&p| scratch.first_visit_patch(p as usize))
         .map(move |&p| &patches[p as usize])
@@ -407,10 +544,12 @@ pub(crate) fn position_test<P: Probe>(
     let lo = Vec3::from(w.start - w.extents - TREE_WALK_SLACK);
     let hi = Vec3::from(w.start + w.extents + TREE_WALK_SLACK);
     scratch.leaf_stack.clear();
-    collect_box_leaves(world, world.root(), lo, hi, &mut scratch.leaf_stack, probe);
+    let lists = Lists::ordering(world);
+    BoxLeaves::new(world, lo, hi).collect(lists.root, &mut scratch.leaf_stack, probe);
     let leaves = std::mem::take(&mut scratch.leaf_stack);
     for &leaf_index in &leaves {
-        test_in_leaf(world, w, scratch, &world.leaves[leaf_index as usize], probe);
+        let leaf = &lists.leaves[leaf_index as usize];
+        test_in_leaf(world, lists, w, scratch, leaf, probe);
         if w.result.allsolid {
             break;
         }
@@ -418,56 +557,105 @@ pub(crate) fn position_test<P: Probe>(
     scratch.leaf_stack = leaves;
 }
 
-/// The leaves whose cells overlap the box `lo..hi`, in tree order (front first).
-fn collect_box_leaves<P: Probe>(
-    world: &World,
-    mut child: i32,
+/// The leaves of a tree whose cells overlap the box `lo..hi`.
+pub(crate) struct BoxLeaves<'a> {
+    nodes: &'a [Node],
+    planes: &'a [Plane],
     lo: Vec3,
     hi: Vec3,
-    out: &mut Vec<u32>,
-    probe: &mut P,
-) {
-    loop {
-        if child < 0 {
-            out.push((-1 - child) as u32);
-            return;
+    /// The source's tree: sides decided as the reference decides them.
+    source: bool,
+}
+
+impl<'a> BoxLeaves<'a> {
+    /// Over the tree that decides the visit order (see [`Lists::ordering`]).
+    pub fn new(world: &World<'a>, lo: Vec3, hi: Vec3) -> Self {
+        let source = world.source.is_present();
+        BoxLeaves {
+            nodes: if source {
+                world.source.nodes
+            } else {
+                world.nodes
+            },
+            planes: world.planes,
+            lo,
+            hi,
+            source,
         }
-        probe.node();
-        let node = &world.nodes[child as usize];
-        let plane = &world.planes[node.plane as usize];
-        let n = plane.normal();
-        // Distance range of the box's corners from the plane.
-        let centre = (lo + hi) * 0.5;
-        let half = (hi - lo) * 0.5;
+    }
+
+    /// The leaves below `child`, in tree order (front first).
+    pub fn collect<P: Probe>(&self, mut child: i32, out: &mut Vec<u32>, probe: &mut P) {
+        loop {
+            if child < 0 {
+                out.push((-1 - child) as u32);
+                return;
+            }
+            probe.node();
+            let node = &self.nodes[child as usize];
+            let plane = &self.planes[node.plane as usize];
+            let (front, back) = if self.source {
+                self.source_sides(plane)
+            } else {
+                self.sides(plane)
+            };
+            if front && !back {
+                child = node.children[0];
+            } else if back && !front {
+                child = node.children[1];
+            } else {
+                self.collect(node.children[0], out, probe);
+                child = node.children[1];
+            }
+        }
+    }
+
+    /// Whether the box reaches the front of `plane` (a corner on it counts)
+    /// and its back, from the distance range of its corners.
+    fn sides(&self, plane: &Plane) -> (bool, bool) {
+        let centre = (self.lo + self.hi) * 0.5;
+        let half = (self.hi - self.lo) * 0.5;
         let d = plane.distance(centre);
-        let r = n.abs().dot(half);
-        if d - r >= 0.0 {
-            child = node.children[0];
-        } else if d + r < 0.0 {
-            child = node.children[1];
-        } else {
-            collect_box_leaves(world, node.children[0], lo, hi, out, probe);
-            child = node.children[1];
+        let r = plane.normal().abs().dot(half);
+        (d + r >= 0.0, d - r < 0.0)
+    }
+
+    /// [`Self::sides`] as the reference decides them: an axial plane
+    /// compares the box's extent on its axis (a box whose top lies on the
+    /// plane is behind it only), another plane the box's two corners
+    /// furthest along and against its normal.
+    fn source_sides(&self, plane: &Plane) -> (bool, bool) {
+        let (lo, hi) = (self.lo, self.hi);
+        if plane.axis < 3 {
+            let k = plane.axis as usize;
+            let front_only = plane.dist <= lo[k];
+            let back_only = !front_only && plane.dist >= hi[k];
+            return (!back_only, !front_only);
         }
+        let n = plane.normal();
+        let along = n.cmpge(Vec3::ZERO);
+        let (far, near) = (Vec3::select(along, hi, lo), Vec3::select(along, lo, hi));
+        (n.dot(far) >= plane.dist, n.dot(near) < plane.dist)
     }
 }
 
 fn test_in_leaf<P: Probe>(
     world: &World,
+    lists: Lists,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     leaf: &Leaf,
     probe: &mut P,
 ) {
     probe.leaf(leaf);
-    for (_, brush) in new_brushes(world, scratch, leaf, w.mask) {
+    for (_, brush) in new_brushes(world, lists, scratch, leaf, w.mask) {
         probe.brush();
         if box_in_brush(world, brush, w) {
             set_inside(w, brush.contents);
             return;
         }
     }
-    for patch in new_patches(world, scratch, leaf, w.mask) {
+    for patch in new_patches(world, lists, scratch, leaf, w.mask) {
         probe.patch();
         if position_test_patch(world, patch, w) {
             set_inside(w, patch.contents);

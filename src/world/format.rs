@@ -8,7 +8,7 @@
 //! | 8 | 4 | format version (u32, currently 1) |
 //! | 12 | 4 | header length (u32, 64) |
 //! | 16 | 4 | section count (u32, at most [`MAX_SECTIONS`]) |
-//! | 20 | 4 | flags (u32; bit 0: patches compiled in; bit 1: shape bevel sections present) |
+//! | 20 | 4 | flags (u32; bit 0: patches compiled in; bit 1: shape bevel sections present; bit 2: source tree sections present) |
 //! | 24 | 8 | file length in bytes (u64) |
 //! | 32 | 8 | checksum: xxh3-64 (seed 0) of bytes `64..file length` (u64) |
 //! | 40 | 24 | reserved, zero |
@@ -59,6 +59,22 @@
 //! [`super::bevels`], validated there: one range per brush or none, ranges
 //! in bounds, finite unit normals). `bspq compile` writes them when shape
 //! bevels are on; the writer leaves them out when there are none.
+//!
+//! ## The source's tree (optional sections 34–37)
+//!
+//! | kind | name | record |
+//! |---|---|---|
+//! | 34 | `source_nodes` | [`super::Node`] (16 bytes; `plane` indexes `planes`, `flags` 0) |
+//! | 35 | `source_leaves` | [`super::Leaf`] (20 bytes; `contents` 0) |
+//! | 36 | `source_leaf_brushes` | u32 brush index |
+//! | 37 | `source_leaf_patches` | u32 patch index |
+//!
+//! The tree of the map the world was compiled from, in the source's order
+//! (see [`super::SourceTree`]): answers that depend on the order in which
+//! the reference visits leaves walk it. Header flag bit 2
+//! ([`FLAG_SOURCE_TREE`]) says whether they are there, all four or none; a
+//! file without them loads and answers those cases from its own tree, and
+//! builds that predate them reject a file with them (unknown kind).
 
 use super::{
     Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World, WorldData,
@@ -79,6 +95,8 @@ pub const MAX_META_BYTES: u64 = 1 << 20;
 pub const FLAG_CURVES: u32 = 1;
 /// The optional shape-bevel sections are present.
 pub const FLAG_SHAPE_BEVELS: u32 = 2;
+/// The optional source-tree sections are present.
+pub const FLAG_SOURCE_TREE: u32 = 4;
 
 /// The kinds of section, with their numbers in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +120,10 @@ pub enum SectionKind {
     HullLeafPatches = 16,
     ShapeBevelRanges = 32,
     ShapeBevels = 33,
+    SourceNodes = 34,
+    SourceLeaves = 35,
+    SourceLeafBrushes = 36,
+    SourceLeafPatches = 37,
 }
 
 pub const ALL_SECTIONS: [SectionKind; 12] = [
@@ -130,6 +152,13 @@ pub const HULL_SECTIONS: [SectionKind; 4] = [
 /// Sections a file may leave out.
 pub const OPTIONAL_SECTIONS: [SectionKind; 2] =
     [SectionKind::ShapeBevelRanges, SectionKind::ShapeBevels];
+/// The source-tree sections: all four present, or none.
+pub const SOURCE_TREE_SECTIONS: [SectionKind; 4] = [
+    SectionKind::SourceNodes,
+    SectionKind::SourceLeaves,
+    SectionKind::SourceLeafBrushes,
+    SectionKind::SourceLeafPatches,
+];
 
 impl SectionKind {
     pub fn from_u32(v: u32) -> Option<Self> {
@@ -137,6 +166,7 @@ impl SectionKind {
             .iter()
             .chain(HULL_SECTIONS.iter())
             .chain(&OPTIONAL_SECTIONS)
+            .chain(&SOURCE_TREE_SECTIONS)
             .copied()
             .find(|k| *k as u32 == v)
     }
@@ -161,6 +191,10 @@ impl SectionKind {
             SectionKind::HullLeafPatches => "hull_leaf_patches",
             SectionKind::ShapeBevelRanges => "shape_bevel_ranges",
             SectionKind::ShapeBevels => "shape_bevels",
+            SectionKind::SourceNodes => "source_nodes",
+            SectionKind::SourceLeaves => "source_leaves",
+            SectionKind::SourceLeafBrushes => "source_leaf_brushes",
+            SectionKind::SourceLeafPatches => "source_leaf_patches",
         }
     }
 
@@ -172,10 +206,12 @@ impl SectionKind {
             SectionKind::Planes => size_of::<Plane>(),
             SectionKind::Brushes => size_of::<Brush>(),
             SectionKind::BrushSides => size_of::<BrushSide>(),
-            SectionKind::Nodes => size_of::<Node>(),
-            SectionKind::Leaves => size_of::<Leaf>(),
+            SectionKind::Nodes | SectionKind::SourceNodes => size_of::<Node>(),
+            SectionKind::Leaves | SectionKind::SourceLeaves => size_of::<Leaf>(),
             SectionKind::LeafBrushes
             | SectionKind::LeafPatches
+            | SectionKind::SourceLeafBrushes
+            | SectionKind::SourceLeafPatches
             | SectionKind::LeafHullSolid
             | SectionKind::HullLeafBrushes
             | SectionKind::HullLeafPatches => size_of::<u32>(),
@@ -401,6 +437,20 @@ pub fn parse_layout(bytes: &[u8], verify_checksum: bool) -> Result<Layout, Forma
             });
         }
     }
+    let tree_flagged = flags & FLAG_SOURCE_TREE != 0;
+    for kind in SOURCE_TREE_SECTIONS {
+        let present = sections.iter().any(|s| s.kind == kind);
+        if present != tree_flagged {
+            return Err(if present {
+                FormatError::BadHeader(format!(
+                    "section {} is present but the source-tree flag is not set",
+                    kind.name()
+                ))
+            } else {
+                FormatError::MissingSection(kind.name())
+            });
+        }
+    }
     Ok(Layout {
         version,
         flags,
@@ -461,6 +511,12 @@ pub fn view<'a>(
         // Optional: an absent section is an empty range.
         shape_bevel_ranges: section(bytes, layout, SectionKind::ShapeBevelRanges)?,
         shape_bevels: section(bytes, layout, SectionKind::ShapeBevels)?,
+        source: super::SourceTree {
+            nodes: section(bytes, layout, SectionKind::SourceNodes)?,
+            leaves: section(bytes, layout, SectionKind::SourceLeaves)?,
+            leaf_brushes: section(bytes, layout, SectionKind::SourceLeafBrushes)?,
+            leaf_patches: section(bytes, layout, SectionKind::SourceLeafPatches)?,
+        },
     })
 }
 
@@ -568,6 +624,30 @@ pub fn write(world: &WorldData) -> Vec<u8> {
             bytemuck::cast_slice(&world.shape_bevels),
         ));
     }
+    if !world.source_leaves.is_empty() {
+        bodies.extend([
+            (
+                SectionKind::SourceNodes,
+                world.source_nodes.len(),
+                bytemuck::cast_slice(&world.source_nodes),
+            ),
+            (
+                SectionKind::SourceLeaves,
+                world.source_leaves.len(),
+                bytemuck::cast_slice(&world.source_leaves),
+            ),
+            (
+                SectionKind::SourceLeafBrushes,
+                world.source_leaf_brushes.len(),
+                bytemuck::cast_slice(&world.source_leaf_brushes),
+            ),
+            (
+                SectionKind::SourceLeafPatches,
+                world.source_leaf_patches.len(),
+                bytemuck::cast_slice(&world.source_leaf_patches),
+            ),
+        ]);
+    }
     let align = |n: usize| n.div_ceil(SECTION_ALIGN) * SECTION_ALIGN;
     let mut out = vec![0u8; align(HEADER_LEN + bodies.len() * SECTION_ENTRY_LEN)];
     for (index, (kind, count, body)) in bodies.iter().enumerate() {
@@ -587,6 +667,9 @@ pub fn write(world: &WorldData) -> Vec<u8> {
     let mut flags = if world.info.curves { FLAG_CURVES } else { 0 };
     if !world.shape_bevel_ranges.is_empty() {
         flags |= FLAG_SHAPE_BEVELS;
+    }
+    if !world.source_leaves.is_empty() {
+        flags |= FLAG_SOURCE_TREE;
     }
     out[20..24].copy_from_slice(&flags.to_le_bytes());
     let len = out.len() as u64;

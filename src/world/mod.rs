@@ -246,6 +246,12 @@ pub struct WorldData {
     /// both empty when the world has none.
     pub shape_bevel_ranges: Vec<BevelRange>,
     pub shape_bevels: Vec<ShapeBevel>,
+    /// The source's own tree, all four empty when the world has none (see
+    /// [`SourceTree`]).
+    pub source_nodes: Vec<Node>,
+    pub source_leaves: Vec<Leaf>,
+    pub source_leaf_brushes: Vec<u32>,
+    pub source_leaf_patches: Vec<u32>,
 }
 
 impl WorldData {
@@ -274,6 +280,12 @@ impl WorldData {
             onion: &self.onion_kernel,
             shape_bevel_ranges: &self.shape_bevel_ranges,
             shape_bevels: &self.shape_bevels,
+            source: SourceTree {
+                nodes: &self.source_nodes,
+                leaves: &self.source_leaves,
+                leaf_brushes: &self.source_leaf_brushes,
+                leaf_patches: &self.source_leaf_patches,
+            },
         }
     }
 
@@ -314,6 +326,45 @@ pub struct World<'a> {
     /// Per brush, its range in `shape_bevels` (empty: no shape bevels).
     pub shape_bevel_ranges: &'a [BevelRange],
     pub shape_bevels: &'a [ShapeBevel],
+    /// The source's own tree, or an empty one.
+    pub source: SourceTree<'a>,
+}
+
+/// The tree of the map the world was compiled from, as the source file has
+/// it: its nodes (planes are indices into [`World::planes`], which begin
+/// with the source's planes), its leaves, and each leaf's brushes and
+/// patches in the source's order (world indices; a leaf's `contents` is 0).
+///
+/// The reference tests a leaf's brushes in that order and keeps the first of
+/// two contacts at the same fraction, and it stops at a contact at the very
+/// start, so which face, flags or contents it reports in those cases is
+/// decided by the order its own tree visits leaves. Answers that depend on
+/// the order walk this tree; every other answer is the same in any tree.
+/// Nodes come before their children and each has one parent (checked when
+/// loading), so a walk ends.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SourceTree<'a> {
+    pub nodes: &'a [Node],
+    pub leaves: &'a [Leaf],
+    pub leaf_brushes: &'a [u32],
+    pub leaf_patches: &'a [u32],
+}
+
+impl SourceTree<'_> {
+    /// Whether the world carries the source's tree.
+    #[inline(always)]
+    pub fn is_present(&self) -> bool {
+        !self.leaves.is_empty()
+    }
+
+    /// The root as a child reference.
+    pub fn root(&self) -> i32 {
+        if self.nodes.is_empty() {
+            -1
+        } else {
+            0
+        }
+    }
 }
 
 impl<'a> World<'a> {
@@ -330,6 +381,16 @@ impl<'a> World<'a> {
     pub fn reference(&self) -> Self {
         World {
             kernel: &kernel::EMPTY,
+            ..*self
+        }
+    }
+
+    /// This world without the source's tree: answers that depend on the
+    /// order in which leaves are visited come from the compiled tree (for
+    /// tests and tools comparing the two).
+    pub fn without_source_tree(&self) -> Self {
+        World {
+            source: SourceTree::default(),
             ..*self
         }
     }

@@ -98,7 +98,13 @@ pub fn validate(world: &World) -> Result<(), FormatError> {
             world.leaf_patches.len(),
         )?;
     }
-    validate_tree(world)?;
+    check_tree(
+        TreeKind::Compiled,
+        world.nodes,
+        world.leaves,
+        world.planes.len(),
+    )?;
+    validate_source_tree(world)?;
     for (i, p) in world.patch_planes.iter().enumerate() {
         if !p.plane.iter().all(|v| v.is_finite()) {
             return Err(invalid(format!("patch plane {i} is not finite")));
@@ -159,56 +165,122 @@ pub fn validate(world: &World) -> Result<(), FormatError> {
     Ok(())
 }
 
-/// Nodes are stored parent before child, so a child index greater than its
-/// parent's makes cycles impossible; every node but the root and every leaf
-/// must be referenced exactly once, and no path may exceed the depth limit.
-fn validate_tree(world: &World) -> Result<(), FormatError> {
-    if world.leaves.is_empty() {
-        return Err(invalid("the world has no leaves".into()));
-    }
-    if world.nodes.is_empty() {
-        return if world.leaves.len() == 1 {
+/// The source's tree, when the world carries one: a proper tree as
+/// [`check_tree`] requires, with brush and patch lists in range.
+fn validate_source_tree(world: &World) -> Result<(), FormatError> {
+    let tree = &world.source;
+    if !tree.is_present() {
+        return if tree.nodes.is_empty()
+            && tree.leaf_brushes.is_empty()
+            && tree.leaf_patches.is_empty()
+        {
             Ok(())
         } else {
-            Err(invalid("leaves without a tree".into()))
+            Err(invalid("source tree records without source leaves".into()))
         };
     }
-    let mut node_refs = vec![0u8; world.nodes.len()];
-    let mut leaf_refs = vec![0u8; world.leaves.len()];
-    let mut depth = vec![0u32; world.nodes.len()];
-    for (i, node) in world.nodes.iter().enumerate() {
-        check_index("node plane of node", i, node.plane, world.planes.len())?;
+    check_tree(
+        TreeKind::Source,
+        tree.nodes,
+        tree.leaves,
+        world.planes.len(),
+    )?;
+    for (i, l) in tree.leaves.iter().enumerate() {
+        check_range(
+            "brushes of source leaf",
+            i,
+            l.first_brush,
+            l.num_brushes,
+            tree.leaf_brushes.len(),
+        )?;
+        check_range(
+            "patches of source leaf",
+            i,
+            l.first_patch,
+            l.num_patches,
+            tree.leaf_patches.len(),
+        )?;
+    }
+    for (i, &b) in tree.leaf_brushes.iter().enumerate() {
+        check_index("source leaf brush", i, b, world.brushes.len())?;
+    }
+    for (i, &p) in tree.leaf_patches.iter().enumerate() {
+        check_index("source leaf patch", i, p, world.patches.len())?;
+    }
+    Ok(())
+}
+
+/// Which tree [`check_tree`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TreeKind {
+    /// The compiled tree: every leaf is in it.
+    Compiled,
+    /// The source's tree: its file may hold leaves no node reaches (a
+    /// Quake 3 map's leaf 0 and its brush models' leaves).
+    Source,
+}
+
+/// Nodes are stored parent before child, so a child index greater than its
+/// parent's makes cycles impossible; every node but the root must be
+/// referenced exactly once, every leaf once (the source's tree: at most
+/// once), and no path may exceed the depth limit.
+pub fn check_tree(
+    kind: TreeKind,
+    nodes: &[super::Node],
+    leaves: &[super::Leaf],
+    planes: usize,
+) -> Result<(), FormatError> {
+    let what = match kind {
+        TreeKind::Compiled => "",
+        TreeKind::Source => "source ",
+    };
+    if leaves.is_empty() {
+        return Err(invalid(format!("the {what}tree has no leaves")));
+    }
+    if nodes.is_empty() {
+        return if leaves.len() == 1 {
+            Ok(())
+        } else {
+            Err(invalid(format!("{what}leaves without a tree")))
+        };
+    }
+    let mut node_refs = vec![0u8; nodes.len()];
+    let mut leaf_refs = vec![0u8; leaves.len()];
+    let mut depth = vec![0u32; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        check_index(&format!("{what}node plane of node"), i, node.plane, planes)?;
         if i > 0 && node_refs[i] != 1 {
             return Err(invalid(format!(
-                "node {i} is referenced {} times (must be once)",
+                "{what}node {i} is referenced {} times (must be once)",
                 node_refs[i]
             )));
         }
         for &child in &node.children {
             if child >= 0 {
                 let c = child as usize;
-                if c <= i || c >= world.nodes.len() {
+                if c <= i || c >= nodes.len() {
                     return Err(invalid(format!(
-                        "node {i}: child node {child} breaks parent-before-child order"
+                        "{what}node {i}: child node {child} breaks parent-before-child order"
                     )));
                 }
                 node_refs[c] = node_refs[c].saturating_add(1);
                 depth[c] = depth[i] + 1;
                 if depth[c] as usize > MAX_TREE_DEPTH {
-                    return Err(invalid(format!("tree deeper than {MAX_TREE_DEPTH}")));
+                    return Err(invalid(format!("{what}tree deeper than {MAX_TREE_DEPTH}")));
                 }
             } else {
                 let leaf = (-1 - child as i64) as usize;
-                if leaf >= world.leaves.len() {
-                    return Err(invalid(format!("node {i}: leaf {leaf} out of range")));
+                if leaf >= leaves.len() {
+                    return Err(invalid(format!("{what}node {i}: leaf {leaf} out of range")));
                 }
                 leaf_refs[leaf] = leaf_refs[leaf].saturating_add(1);
             }
         }
     }
-    if let Some(leaf) = leaf_refs.iter().position(|&r| r != 1) {
+    let once = |r: u8| r == 1 || (r == 0 && kind == TreeKind::Source);
+    if let Some(leaf) = leaf_refs.iter().position(|&r| !once(r)) {
         return Err(invalid(format!(
-            "leaf {leaf} is referenced {} times (must be once)",
+            "{what}leaf {leaf} is referenced {} times (must be once)",
             leaf_refs[leaf]
         )));
     }
