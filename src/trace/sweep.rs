@@ -179,7 +179,7 @@ struct NodeView {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Walked {
     /// The source's tree, in the order box sweeps visit it (see
-    /// `tree::SourceNodes`): the tree that decides ties.
+    /// `tree::PlainNodes`): the tree that decides ties.
     Source,
     /// The kernel's packed nodes (contents below each child and bounds, so
     /// whole subtrees are skipped).

@@ -183,48 +183,19 @@ trait Nodes {
     }
 }
 
-/// The compiled tree as the file has it: `nodes` and `planes`, nothing
-/// known below.
-struct FileNodes<'a, 'w>(&'a World<'w>);
-
-fn plane_view(node: &Node, plane: &Plane) -> NodeView {
-    NodeView {
-        normal: Vec3A::from(plane.normal()),
-        dist: plane.dist,
-        axis: plane.axis,
-        children: node.children,
-        below: [u32::MAX; 2],
-        mins: Vec3A::NEG_INFINITY,
-        maxs: Vec3A::INFINITY,
-    }
-}
-
-impl Nodes for FileNodes<'_, '_> {
-    const BOUNDED: bool = false;
-
-    #[inline(always)]
-    fn may_touch_brush(&self, _b: usize, _bounds: &[Vec3A; 2]) -> bool {
-        true
-    }
-
-    #[inline(always)]
-    fn get(&self, index: i32) -> NodeView {
-        let node = &self.0.nodes[index as usize];
-        plane_view(node, &self.0.planes[node.plane as usize])
-    }
-}
-
-/// The source's own tree, walked in the reference's order: nearest side
-/// first, a box reaching across an axial plane by its extent along the axis
-/// and across any other plane by a fixed [`SOURCE_FAR_REACH`] units (rays:
-/// not at all), plus the walk's slack. Which leaves it visits, and in what
+/// A tree read from its records: `nodes` and `planes`, nothing known below.
+/// `SOURCE` false: the compiled tree as the file has it. `SOURCE` true: the
+/// source's own tree, walked in the reference's order: nearest side first,
+/// a box reaching across an axial plane by its extent along the axis and
+/// across any other plane by a fixed [`SOURCE_FAR_REACH`] units (rays: not
+/// at all), plus the walk's slack. Which leaves it visits, and in what
 /// order, decide the first of two equal contacts. The pieces on either side
 /// are cut as in the compiled tree, with the slack: every contact the fast
 /// trace finds lies in a leaf this walk visits, so the two disagree only on
 /// which of two equal contacts comes first.
-struct SourceNodes<'a, 'w> {
+struct PlainNodes<'w, const SOURCE: bool> {
     nodes: &'w [Node],
-    planes: &'a [Plane],
+    planes: &'w [Plane],
 }
 
 /// How far a box reaches across a plane that is not axial, as the
@@ -235,7 +206,7 @@ struct SourceNodes<'a, 'w> {
 /// brushes, not by the reach.
 pub(crate) const SOURCE_FAR_REACH: f32 = 2048.0;
 
-impl Nodes for SourceNodes<'_, '_> {
+impl<const SOURCE: bool> Nodes for PlainNodes<'_, SOURCE> {
     const BOUNDED: bool = false;
 
     #[inline(always)]
@@ -246,11 +217,23 @@ impl Nodes for SourceNodes<'_, '_> {
     #[inline(always)]
     fn get(&self, index: i32) -> NodeView {
         let node = &self.nodes[index as usize];
-        plane_view(node, &self.planes[node.plane as usize])
+        let plane = &self.planes[node.plane as usize];
+        NodeView {
+            normal: Vec3A::from(plane.normal()),
+            dist: plane.dist,
+            axis: plane.axis,
+            children: node.children,
+            below: [u32::MAX; 2],
+            mins: Vec3A::NEG_INFINITY,
+            maxs: Vec3A::INFINITY,
+        }
     }
 
     #[inline(always)]
-    fn offset<const RAY: bool>(node: &NodeView, extents: Vec3A, _normal: Vec3A) -> f32 {
+    fn offset<const RAY: bool>(node: &NodeView, extents: Vec3A, normal: Vec3A) -> f32 {
+        if !SOURCE {
+            return if RAY { 0.0 } else { normal.abs().dot(extents) };
+        }
         if node.axis < 3 {
             extents[node.axis as usize]
         } else if RAY {
@@ -298,18 +281,12 @@ pub(crate) fn trace_tree<P: Probe>(
 ) {
     let kernel = world.kernel;
     if world.source.is_present() {
-        let nodes = SourceNodes {
+        let nodes = PlainNodes::<true> {
             nodes: world.source.nodes,
             planes: world.planes,
         };
-        walk_from(
-            world,
-            &nodes,
-            Lists::source(&world.source),
-            w,
-            scratch,
-            probe,
-        );
+        let lists = Lists::source(&world.source);
+        walk_from(world, &nodes, lists, w, scratch, probe);
     } else if kernel.matches(world) {
         let below = kernel.nodes[0].contents_below;
         if (below[0] | below[1]) & w.mask == 0 {
@@ -320,7 +297,11 @@ pub(crate) fn trace_tree<P: Probe>(
         walk_from(world, &PackedNodes(kernel), lists, w, scratch, probe);
     } else {
         let lists = Lists::compiled(world);
-        walk_from(world, &FileNodes(world), lists, w, scratch, probe);
+        let nodes = PlainNodes::<false> {
+            nodes: world.nodes,
+            planes: world.planes,
+        };
+        walk_from(world, &nodes, lists, w, scratch, probe);
     }
 }
 

@@ -423,32 +423,23 @@ pub fn parse_layout(bytes: &[u8], verify_checksum: bool) -> Result<Layout, Forma
             .map_or("hull sections", |k| k.name());
         return Err(FormatError::MissingSection(missing));
     }
-    let bevels_flagged = flags & FLAG_SHAPE_BEVELS != 0;
-    for kind in OPTIONAL_SECTIONS {
-        let present = sections.iter().any(|s| s.kind == kind);
-        if present != bevels_flagged {
-            return Err(if present {
-                FormatError::BadHeader(format!(
-                    "section {} is present but the shape-bevel flag is not set",
-                    kind.name()
-                ))
-            } else {
-                FormatError::MissingSection(kind.name())
-            });
-        }
-    }
-    let tree_flagged = flags & FLAG_SOURCE_TREE != 0;
-    for kind in SOURCE_TREE_SECTIONS {
-        let present = sections.iter().any(|s| s.kind == kind);
-        if present != tree_flagged {
-            return Err(if present {
-                FormatError::BadHeader(format!(
-                    "section {} is present but the source-tree flag is not set",
-                    kind.name()
-                ))
-            } else {
-                FormatError::MissingSection(kind.name())
-            });
+    for (flag, kinds, what) in [
+        (FLAG_SHAPE_BEVELS, &OPTIONAL_SECTIONS[..], "shape-bevel"),
+        (FLAG_SOURCE_TREE, &SOURCE_TREE_SECTIONS[..], "source-tree"),
+    ] {
+        let flagged = flags & flag != 0;
+        for &kind in kinds {
+            let present = sections.iter().any(|s| s.kind == kind);
+            if present != flagged {
+                return Err(if present {
+                    FormatError::BadHeader(format!(
+                        "section {} is present but the {what} flag is not set",
+                        kind.name()
+                    ))
+                } else {
+                    FormatError::MissingSection(kind.name())
+                });
+            }
         }
     }
     Ok(Layout {
