@@ -216,14 +216,16 @@ pub enum TreeKind {
     /// The compiled tree: every leaf is in it.
     Compiled,
     /// The source's tree: its file may hold leaves no node reaches (a
-    /// Quake 3 map's leaf 0 and its brush models' leaves).
+    /// Quake 3 map's leaf 0 and its brush models' leaves), and another
+    /// compiler's may share a leaf between nodes (harmless: the walk still
+    /// meets each node once per piece of the move).
     Source,
 }
 
 /// Nodes are stored parent before child, so a child index greater than its
 /// parent's makes cycles impossible; every node but the root must be
-/// referenced exactly once, every leaf once (the source's tree: at most
-/// once), and no path may exceed the depth limit.
+/// referenced exactly once, every leaf once (the source's tree: any number
+/// of times), and no path may exceed the depth limit.
 pub fn check_tree(
     kind: TreeKind,
     nodes: &[super::Node],
@@ -277,7 +279,7 @@ pub fn check_tree(
             }
         }
     }
-    let once = |r: u8| r == 1 || (r == 0 && kind == TreeKind::Source);
+    let once = |r: u8| r == 1 || kind == TreeKind::Source;
     if let Some(leaf) = leaf_refs.iter().position(|&r| !once(r)) {
         return Err(invalid(format!(
             "{what}leaf {leaf} is referenced {} times (must be once)",
