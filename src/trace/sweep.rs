@@ -189,8 +189,10 @@ enum Walked {
 }
 
 impl Walked {
-    fn of(world: &World) -> Self {
-        if world.source.is_present() {
+    /// The tree to walk: the source's when the order matters and the world
+    /// has it, else the compiled one.
+    fn of(world: &World, ordered: bool) -> Self {
+        if ordered && world.source.is_present() {
             Walked::Source
         } else if world.kernel.matches(world) {
             Walked::Packed
@@ -247,14 +249,20 @@ fn overlaps(b: &[Vec3; 2], lo: Vec3, hi: Vec3) -> bool {
 /// bounds stay a margin away from is rejected by its clip before it writes
 /// anything.
 fn trace_tree<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch) {
-    let walked = Walked::of(world);
+    // Exact mode's candidate list does not depend on the order: the
+    // compiled tree, with its bounds, finds it faster.
+    let walked = Walked::of(world, w.collect.is_none());
     if walked == Walked::Packed {
         let below = world.kernel.nodes[0].contents_below;
         if (below[0] | below[1]) & w.mask == 0 {
             return;
         }
     }
-    let lists = Lists::ordering(world);
+    let lists = if walked == Walked::Source {
+        Lists::ordering(world)
+    } else {
+        Lists::compiled(world)
+    };
     let mut stack = std::mem::take(&mut scratch.shape_stack);
     stack.clear();
     stack.push(Segment {

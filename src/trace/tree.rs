@@ -122,7 +122,7 @@ impl<'w> Lists<'w> {
     }
 
     /// The compiled tree's.
-    fn compiled(world: &World<'w>) -> Self {
+    pub fn compiled(world: &World<'w>) -> Self {
         Lists {
             root: world.root(),
             leaves: world.leaves,
