@@ -570,3 +570,35 @@ fn worlds_without_bevel_sections_load_and_bad_ones_are_rejected() {
     let err = LoadedWorld::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad count");
     assert!(err.to_string().contains("per brush"), "{err}");
 }
+
+/// Any-hit of every shape kind (plane-shifted, and exact) is exactly
+/// `fraction < 1` of the full sweep, on every committed map with curves.
+#[test]
+fn any_hit_of_a_shape_is_a_full_sweep_below_one() {
+    use bspq::trace::any_hit;
+    for map in common::MAPS {
+        let loaded = common::load_world(map, true);
+        let world = loaded.view();
+        let mut scratch = Scratch::new();
+        let (mut hits, mut total) = (0, 0);
+        for (i, q) in box_queries(map).iter().enumerate() {
+            for kind in KINDS {
+                let exact = i % 50 == 0;
+                let Some(q) = shape_query(kind, q, exact) else {
+                    continue;
+                };
+                let full = trace(&world, &q, &mut scratch).fraction < 1.0;
+                assert_eq!(
+                    any_hit(&world, &q, &mut scratch),
+                    full,
+                    "{map} {kind} (exact {exact}) {:?} -> {:?}",
+                    q.start,
+                    q.end
+                );
+                hits += full as usize;
+                total += 1;
+            }
+        }
+        assert!(hits * 10 > total, "{map}: only {hits} of {total} hit");
+    }
+}

@@ -98,9 +98,14 @@ fn any_hit_probed<P: tree::Probe>(
     scratch: &mut Scratch,
     probe: &mut P,
 ) -> bool {
-    // Shapes other than boxes have no early-out walk of their own.
-    if query.shape.is_some() {
-        return trace_probed(world, query, scratch, probe).fraction < 1.0;
+    if let Some(shape) = &query.shape {
+        // Exact mode refines the plane-shifted contact, which may move it
+        // past the end: only the full answer tells.
+        return if query.exact {
+            trace_probed(world, query, scratch, probe).fraction < 1.0
+        } else {
+            sweep::any_hit_shape(world, query, shape, scratch)
+        };
     }
     let mut work = TraceWork::new(query);
     work.stop_at_any_hit = true;

@@ -33,6 +33,8 @@ pub(crate) struct ShapeWork<S> {
     /// the plane-shifted shape touches, the only ones the exact sweep can
     /// touch (the shifted planes bound the Minkowski sum).
     pub collect: Option<Vec<u32>>,
+    /// Any-hit: the fast trace stops at the first contact.
+    pub stop_at_any_hit: bool,
 }
 
 impl<S: Support> ShapeWork<S> {
@@ -48,6 +50,7 @@ impl<S: Support> ShapeWork<S> {
             mask: q.mask,
             result: TraceResult::default(),
             collect: collect.then(Vec::new),
+            stop_at_any_hit: false,
         }
     }
 }
@@ -96,6 +99,9 @@ pub(crate) fn with_support<R>(
 pub(crate) trait ShapeSweep {
     /// Walks the tree and clips (or, collecting, lists) what the shape meets.
     fn run(&mut self, world: &World, scratch: &mut Scratch);
+    /// Any-hit: stop at the first contact (the result then only tells
+    /// whether `fraction < 1`).
+    fn stop_at_any_hit(&mut self);
     fn result(&self) -> TraceResult;
     fn take_candidates(&mut self) -> Vec<u32>;
 }
@@ -111,7 +117,11 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
                     found.write(&mut self.result);
                     return;
                 }
-                Outcome::Hit | Outcome::Undecided => {}
+                Outcome::Hit => {
+                    self.result.fraction = 0.0;
+                    return;
+                }
+                Outcome::Undecided => {}
             }
         }
         scratch.begin(world);
@@ -120,6 +130,10 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
         } else {
             trace_tree(world, self, scratch);
         }
+    }
+
+    fn stop_at_any_hit(&mut self) {
+        self.stop_at_any_hit = true;
     }
 
     fn result(&self) -> TraceResult {
@@ -148,6 +162,23 @@ pub(crate) fn trace_shape(
         q.start + (q.end - q.start) * result.fraction
     };
     result
+}
+
+/// Whether the plane-shifted sweep of `shape` touches anything in the
+/// mask: exactly `fraction < 1` of [`trace_shape`], found faster by the fast
+/// trace stopping at the first contact (what it leaves undecided takes the
+/// full walk).
+pub(crate) fn any_hit_shape(
+    world: &World,
+    q: &TraceQuery,
+    shape: &Shape,
+    scratch: &mut Scratch,
+) -> bool {
+    with_support(q, shape, false, |sweep| {
+        sweep.stop_at_any_hit();
+        sweep.run(world, scratch);
+        sweep.result().fraction < 1.0
+    })
 }
 
 /// A piece of the move still to walk: `child` between fractions `f1..f2`.
@@ -726,7 +757,7 @@ impl<S: Support> Clipper for ShapeWork<S> {
     }
 
     fn any_hit(&self) -> bool {
-        false
+        self.stop_at_any_hit
     }
 
     fn patch_hits_reach_back(&self) -> bool {
