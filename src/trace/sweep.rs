@@ -290,7 +290,7 @@ fn trace_tree<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scr
         }
     }
     let lists = if walked == Walked::Source {
-        Lists::ordering(world)
+        Lists::source(&world.source)
     } else {
         Lists::compiled(world)
     };

@@ -132,7 +132,7 @@ impl<'w> Lists<'w> {
     }
 
     /// The source's tree's.
-    fn source(tree: &SourceTree<'w>) -> Self {
+    pub fn source(tree: &SourceTree<'w>) -> Self {
         Lists {
             root: tree.root(),
             leaves: tree.leaves,

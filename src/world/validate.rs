@@ -76,28 +76,13 @@ pub fn validate(world: &World) -> Result<(), FormatError> {
     for (i, s) in world.brush_sides.iter().enumerate() {
         check_index("brush side", i, s.plane, world.planes.len())?;
     }
-    for (i, &b) in world.leaf_brushes.iter().enumerate() {
-        check_index("leaf brush", i, b, world.brushes.len())?;
-    }
-    for (i, &p) in world.leaf_patches.iter().enumerate() {
-        check_index("leaf patch", i, p, world.patches.len())?;
-    }
-    for (i, l) in world.leaves.iter().enumerate() {
-        check_range(
-            "leaf brushes of leaf",
-            i,
-            l.first_brush,
-            l.num_brushes,
-            world.leaf_brushes.len(),
-        )?;
-        check_range(
-            "leaf patches of leaf",
-            i,
-            l.first_patch,
-            l.num_patches,
-            world.leaf_patches.len(),
-        )?;
-    }
+    check_leaf_lists(
+        world,
+        "",
+        world.leaves,
+        world.leaf_brushes,
+        world.leaf_patches,
+    )?;
     check_tree(
         TreeKind::Compiled,
         world.nodes,
@@ -185,27 +170,52 @@ fn validate_source_tree(world: &World) -> Result<(), FormatError> {
         tree.leaves,
         world.planes.len(),
     )?;
-    for (i, l) in tree.leaves.iter().enumerate() {
+    check_leaf_lists(
+        world,
+        "source ",
+        tree.leaves,
+        tree.leaf_brushes,
+        tree.leaf_patches,
+    )
+}
+
+/// A tree's leaf lists: every leaf's ranges within them, every entry a
+/// brush or patch of the world. `what` prefixes the messages.
+fn check_leaf_lists(
+    world: &World,
+    what: &str,
+    leaves: &[super::Leaf],
+    leaf_brushes: &[u32],
+    leaf_patches: &[u32],
+) -> Result<(), FormatError> {
+    let [brush, patch, brushes_of, patches_of] = [
+        "leaf brush",
+        "leaf patch",
+        "leaf brushes of leaf",
+        "leaf patches of leaf",
+    ]
+    .map(|label| format!("{what}{label}"));
+    for (i, &b) in leaf_brushes.iter().enumerate() {
+        check_index(&brush, i, b, world.brushes.len())?;
+    }
+    for (i, &p) in leaf_patches.iter().enumerate() {
+        check_index(&patch, i, p, world.patches.len())?;
+    }
+    for (i, l) in leaves.iter().enumerate() {
         check_range(
-            "brushes of source leaf",
+            &brushes_of,
             i,
             l.first_brush,
             l.num_brushes,
-            tree.leaf_brushes.len(),
+            leaf_brushes.len(),
         )?;
         check_range(
-            "patches of source leaf",
+            &patches_of,
             i,
             l.first_patch,
             l.num_patches,
-            tree.leaf_patches.len(),
+            leaf_patches.len(),
         )?;
-    }
-    for (i, &b) in tree.leaf_brushes.iter().enumerate() {
-        check_index("source leaf brush", i, b, world.brushes.len())?;
-    }
-    for (i, &p) in tree.leaf_patches.iter().enumerate() {
-        check_index("source leaf patch", i, p, world.patches.len())?;
     }
     Ok(())
 }
@@ -249,8 +259,9 @@ pub fn check_tree(
     let mut node_refs = vec![0u8; nodes.len()];
     let mut leaf_refs = vec![0u8; leaves.len()];
     let mut depth = vec![0u32; nodes.len()];
+    let plane_of = format!("{what}node plane of node");
     for (i, node) in nodes.iter().enumerate() {
-        check_index(&format!("{what}node plane of node"), i, node.plane, planes)?;
+        check_index(&plane_of, i, node.plane, planes)?;
         if i > 0 && node_refs[i] != 1 {
             return Err(invalid(format!(
                 "{what}node {i} is referenced {} times (must be once)",
