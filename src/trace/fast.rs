@@ -369,7 +369,7 @@ fn run<C: Clipper, P: Probe>(
     probe: &mut P,
 ) -> Result<(), Stop> {
     for &reference in &bvh.unbounded {
-        primitive(world, bvh, reference, clipper, search, probe)?;
+        primitive_unmasked(world, bvh, reference, clipper, search, probe)?;
     }
     let (start, end, half) = clipper.segment();
     let ray = Ray::new(start, end, half);
@@ -599,7 +599,38 @@ pub(super) fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
         .bitmask()
 }
 
-/// Clips one primitive and offers what it finds. Kept out of the node
+/// The contents of primitive `reference`.
+fn primitive_contents(world: &World, bvh: &Bvh, reference: u32) -> u32 {
+    let index = (reference & INDEX) as usize;
+    if reference & (PATCH | FACET) == 0 {
+        world.brushes[index].contents
+    } else if reference & FACET != 0 {
+        world.patches[bvh.facet_patch[index] as usize].contents
+    } else {
+        world.patches[index].contents
+    }
+}
+
+/// [`primitive`] for a primitive whose contents were not yet tested
+/// against the mask (no node's lanes filtered it).
+#[inline(never)]
+pub(super) fn primitive_unmasked<C: Clipper, P: Probe>(
+    world: &World,
+    bvh: &Bvh,
+    reference: u32,
+    clipper: &C,
+    search: &mut Search,
+    probe: &mut P,
+) -> Result<(), Stop> {
+    if primitive_contents(world, bvh, reference) & clipper.mask() == 0 {
+        return Ok(());
+    }
+    primitive(world, bvh, reference, clipper, search, probe)
+}
+
+/// Clips one primitive whose contents meet the mask (a node's lane for it,
+/// which holds its contents, was tested: reading them again cost an L1
+/// miss per half ray) and offers what it finds. Kept out of the node
 /// loop: primitives are met a few times per query, nodes many times, and
 /// inlined, the clip code's invariants were hoisted into every search's
 /// set-up and crowded the loop's registers.
@@ -615,9 +646,6 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
     let index = (reference & INDEX) as usize;
     let any_hit = clipper.any_hit();
     if reference & (PATCH | FACET) == 0 {
-        if world.brushes[index].contents & clipper.mask() == 0 {
-            return Ok(());
-        }
         probe.brush();
         match clipper.brush(world, index) {
             Clipped::Miss => Ok(()),
@@ -632,9 +660,6 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
         }
     } else if reference & FACET != 0 {
         let patch = bvh.facet_patch[index] as usize;
-        if world.patches[patch].contents & clipper.mask() == 0 {
-            return Ok(());
-        }
         probe.patch();
         match clipper.facet(world, patch, index, search.window) {
             None => Ok(()),
@@ -642,9 +667,6 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
             Some(hit) => search.offer(hit.frac, hit.window, hit.contact),
         }
     } else {
-        if world.patches[index].contents & clipper.mask() == 0 {
-            return Ok(());
-        }
         probe.patch();
         clipper.patch(world, index, |hit| {
             if any_hit {

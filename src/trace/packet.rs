@@ -13,8 +13,8 @@
 //! children; see the README), so batches use packets only when asked.
 
 use super::fast::{
-    lanes_in_mask, primitive, sort_farthest_first, walk as walk_alone, Clipper, Outcome, Ray,
-    Search, Stop,
+    lanes_in_mask, primitive_unmasked, sort_farthest_first, walk as walk_alone, Clipper, Outcome,
+    Ray, Search, Stop,
 };
 use super::work::Scratch;
 use crate::math::lanes_of;
@@ -150,7 +150,7 @@ impl<C: Clipper> Members<'_, C> {
     /// Clips primitive `reference` for each of `members`.
     fn clip(&mut self, world: &World, bvh: &Bvh, reference: u32, members: u32) {
         for_each_member(members, |m| {
-            let stop = primitive(
+            let stop = primitive_unmasked(
                 world,
                 bvh,
                 reference,

@@ -41,12 +41,15 @@ impl<S: Support> ShapeWork<S> {
     fn new(q: &TraceQuery, centre: Vec3, half: Vec3, shape: S, collect: bool) -> Self {
         let start = q.start + centre;
         let end = q.end + centre;
+        // In SIMD lanes: glam's `Vec3::min`/`max` branch per component, and
+        // which end is lower is a coin toss to a branch predictor.
+        let (a, b, h) = (Vec3A::from(start), Vec3A::from(end), Vec3A::from(half));
         Self {
             start,
             end,
             shape,
             half,
-            bounds: [start.min(end) - half, start.max(end) + half],
+            bounds: [(a.min(b) - h).into(), (a.max(b) + h).into()],
             mask: q.mask,
             result: TraceResult::default(),
             collect: collect.then(Vec::new),
@@ -111,7 +114,8 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
         // Moves take the fast trace first; the tree walk answers position
         // tests, candidate lists for exact mode, and what the fast trace
         // leaves undecided.
-        if self.start != self.end && self.collect.is_none() && world.kernel.matches(world) {
+        let moves = !Vec3A::from(self.start).cmpeq(Vec3A::from(self.end)).all();
+        if moves && self.collect.is_none() && world.kernel.matches(world) {
             match fast::search(world, &world.kernel.bvh, self, scratch, &mut ()) {
                 Outcome::Answered(found) => {
                     found.write(&mut self.result);
@@ -125,7 +129,7 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
             }
         }
         scratch.begin(world);
-        if self.start == self.end {
+        if !moves {
             position_test(world, self, scratch);
         } else {
             trace_tree(world, self, scratch);
