@@ -108,7 +108,7 @@ fn check_map(map: &str, curves: bool) {
     // Batches of several sizes, shuffled, on one and two threads, in
     // packets and one at a time.
     let mut rng = Rng(0xba7c_4000 ^ curves as u64);
-    for (threads, packets) in [(1, false), (1, true), (2, true)] {
+    for (threads, packets) in [(1, false), (2, false), (1, true), (2, true)] {
         for size in [1, 7, 64, 1000, queries.len()] {
             let mut order: Vec<usize> = (0..queries.len()).collect();
             rng.shuffle(&mut order);
@@ -162,7 +162,7 @@ fn check_map(map: &str, curves: bool) {
             mask: 0,
             masks: Some(&masks),
         };
-        for (threads, packets) in [(1, false), (1, true), (2, true)] {
+        for (threads, packets) in [(1, false), (2, false), (1, true), (2, true)] {
             let options = BatchOptions {
                 threads,
                 min_per_thread: 8,
