@@ -629,8 +629,8 @@ pub(super) fn primitive_unmasked<C: Clipper, P: Probe>(
 }
 
 /// Clips one primitive whose contents meet the mask (a node's lane for it,
-/// which holds its contents, was tested: reading them again cost an L1
-/// miss per half ray) and offers what it finds. Kept out of the node
+/// which holds its contents, was tested, so they are not read again) and
+/// offers what it finds. Kept out of the node
 /// loop: primitives are met a few times per query, nodes many times, and
 /// inlined, the clip code's invariants were hoisted into every search's
 /// set-up and crowded the loop's registers.
