@@ -1,5 +1,6 @@
 //! Point contents: the contents of the leaf cell holding the point.
 
+use super::tree::Lists;
 use crate::math::Vec3;
 use crate::world::{World, NODE_CLOSED_PLANE};
 
@@ -33,16 +34,14 @@ fn contents_below(world: &World, mut child: i32, p: Vec3) -> u32 {
 /// the point (a point on a plane lies in front of it), and of the brushes
 /// it lists, those the point is in.
 fn source_contents(world: &World, p: Vec3) -> u32 {
-    let tree = &world.source;
-    let mut child = tree.root();
+    let tree = Lists::source(&world.source);
+    let mut child = tree.root;
     while child >= 0 {
-        let node = &tree.nodes[child as usize];
+        let node = &world.source.nodes[child as usize];
         let d = world.planes[node.plane as usize].distance(p);
         child = node.children[(d < 0.0) as usize];
     }
-    let leaf = &tree.leaves[(-1 - child) as usize];
-    let listed = &tree.leaf_brushes[leaf.first_brush as usize..][..leaf.num_brushes as usize];
-    listed
+    tree.brushes(tree.leaf(child))
         .iter()
         .map(|&b| &world.brushes[b as usize])
         .filter(|brush| {

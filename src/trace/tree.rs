@@ -175,11 +175,17 @@ trait Nodes {
     /// extent, so no branch on the axis).
     #[inline(always)]
     fn offset<const RAY: bool>(_node: &NodeView, extents: Vec3A, normal: Vec3A) -> f32 {
-        if RAY {
-            0.0
-        } else {
-            normal.abs().dot(extents)
-        }
+        support_reach::<RAY>(extents, normal)
+    }
+}
+
+/// The box's support distance along `normal`: `|n|·e` (0 for a ray).
+#[inline(always)]
+fn support_reach<const RAY: bool>(extents: Vec3A, normal: Vec3A) -> f32 {
+    if RAY {
+        0.0
+    } else {
+        normal.abs().dot(extents)
     }
 }
 
@@ -232,7 +238,7 @@ impl<const SOURCE: bool> Nodes for PlainNodes<'_, SOURCE> {
     #[inline(always)]
     fn offset<const RAY: bool>(node: &NodeView, extents: Vec3A, normal: Vec3A) -> f32 {
         if !SOURCE {
-            return if RAY { 0.0 } else { normal.abs().dot(extents) };
+            return support_reach::<RAY>(extents, normal);
         }
         if node.axis < 3 {
             extents[node.axis as usize]
