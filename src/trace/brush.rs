@@ -125,7 +125,7 @@ const NO_SIDE: u32 = u32::MAX;
 
 /// What the sides met so far say: the latest entry and earliest exit
 /// (with the reference's 1/8-unit rules) and where the move starts and ends.
-struct Crossings {
+pub(super) struct Crossings {
     enter_frac: f32,
     leave_frac: f32,
     /// The side entered last (the contact), or [`NO_SIDE`]. (An index
@@ -137,7 +137,7 @@ struct Crossings {
 }
 
 impl Crossings {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Crossings {
             enter_frac: -1.0,
             leave_frac: 1.0,
@@ -192,6 +192,30 @@ impl Crossings {
                 self.leave_frac = f;
             }
         }
+    }
+
+    /// [`Crossings::meet`] for the sides `first..first + 4` in lanes, with
+    /// distances `d1` at the start and `d2` at the end of the move: false
+    /// when the move cannot touch the brush.
+    #[inline(always)]
+    pub(super) fn meet_lanes(&mut self, first: usize, d1: Vec4, d2: Vec4) -> bool {
+        // (d as f64 >= SURFACE_CLIP_EPSILON) == (d >= SURFACE_CLIP_EPSILON as f32):
+        // the epsilon is 1/8, exact in f32, and widening is exact.
+        const _: () = assert!(SURFACE_CLIP_EPSILON == 0.125);
+        let epsilon = Vec4::splat(SURFACE_CLIP_EPSILON as f32);
+        let front1 = d1.cmpgt(Vec4::ZERO);
+        let front2 = d2.cmpgt(Vec4::ZERO);
+        self.gets_out |= front2.any();
+        self.starts_out |= front1.any();
+        if (front1 & (d2.cmpge(epsilon) | d2.cmpge(d1))).any() {
+            return false;
+        }
+        let behind = d1.cmple(Vec4::ZERO) & d2.cmple(Vec4::ZERO);
+        let crossing = !behind.bitmask() & 0xF;
+        if crossing != 0 {
+            self.cross_lanes(first, d1, d2, crossing);
+        }
+        true
     }
 
     /// [`Crossings::cross`] for the sides `first..first + 4` in lanes, those
@@ -252,7 +276,7 @@ impl Crossings {
     }
 
     /// The clip once every side was met and none ruled the brush out.
-    fn finish(self) -> BrushClip {
+    pub(super) fn finish(self) -> BrushClip {
         if !self.starts_out {
             return BrushClip::Inside {
                 gets_out: self.gets_out,
@@ -341,7 +365,7 @@ pub(crate) fn clip_planes(
 
 /// `v · n` per lane, summed as `Vec3A::dot` does: `(x + y) + z`.
 #[inline(always)]
-fn lane_dot(v: &[Vec4; 3], n: &[Vec4; 3]) -> Vec4 {
+pub(super) fn lane_dot(v: &[Vec4; 3], n: &[Vec4; 3]) -> Vec4 {
     v[0] * n[0] + v[1] * n[1] + v[2] * n[2]
 }
 
@@ -359,10 +383,6 @@ fn cross_records(
 ) -> bool {
     let start = splat_axes(start);
     let end = splat_axes(end);
-    let epsilon = Vec4::splat(SURFACE_CLIP_EPSILON as f32);
-    // (d as f64 >= SURFACE_CLIP_EPSILON) == (d >= SURFACE_CLIP_EPSILON as f32):
-    // the epsilon is 1/8, exact in f32, and widening is exact.
-    const _: () = assert!(SURFACE_CLIP_EPSILON == 0.125);
     for (chunk, sides) in lanes.iter().enumerate() {
         // Lanes past the last side hold 0·x <= -1: never crossed or left
         // (whatever a shape's shift of a zero normal, it is not negative).
@@ -370,17 +390,8 @@ fn cross_records(
         let dist = shifted(&n, sides.dist);
         let d1 = lane_dot(&start, &n) - dist;
         let d2 = lane_dot(&end, &n) - dist;
-        let front1 = d1.cmpgt(Vec4::ZERO);
-        let front2 = d2.cmpgt(Vec4::ZERO);
-        clip.gets_out |= front2.any();
-        clip.starts_out |= front1.any();
-        if (front1 & (d2.cmpge(epsilon) | d2.cmpge(d1))).any() {
+        if !clip.meet_lanes(first + chunk * 4, d1, d2) {
             return false;
-        }
-        let behind = d1.cmple(Vec4::ZERO) & d2.cmple(Vec4::ZERO);
-        let crossing = !behind.bitmask() & 0xF;
-        if crossing != 0 {
-            clip.cross_lanes(first + chunk * 4, d1, d2, crossing);
         }
     }
     true

@@ -701,7 +701,7 @@ impl Clipper for TraceWork {
         if !patch_in_reach(patch, &self.bounds) {
             return None;
         }
-        let hit = facet_hit(world, &world.facets[facet], self, limit)?;
+        let hit = facet_hit(world, facet, self, limit)?;
         Some(FacetContact::new(
             patch, hit.frac, hit.at, hit.normal, hit.dist,
         ))

@@ -641,7 +641,7 @@ fn trace_through_patch<S: Support>(world: &World, patch: &Patch, w: &mut ShapeWo
     }
     let before = w.result.fraction;
     let first = patch.first_facet as usize;
-    for facet in &world.facets[first..first + patch.num_facets as usize] {
+    for facet in first..first + patch.num_facets as usize {
         if let Some((frac, n, d)) = facet_hit(world, facet, &w.shape, w.start, w.end) {
             if frac < w.result.fraction {
                 w.result.fraction = frac;
@@ -700,13 +700,16 @@ fn clip_plane(n: Vec3, dist: f32, start: Vec3, end: Vec3, clip: &mut FacetClip) 
     }
     let denom = (d1 - d2) as f64;
     if d1 > d2 {
-        let f = (((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32).max(0.0);
+        // Clamped as the brush clip does (a -0.0 stays; `max` may not keep it).
+        let f = ((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32;
+        let f = if f < 0.0 { 0.0 } else { f };
         if f > clip.enter {
             clip.enter = f;
             return Some(true);
         }
     } else {
-        let f = (((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32).min(1.0);
+        let f = ((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32;
+        let f = if f > 1.0 { 1.0 } else { f };
         if f < clip.leave {
             clip.leave = f;
         }
@@ -714,9 +717,50 @@ fn clip_plane(n: Vec3, dist: f32, start: Vec3, end: Vec3, clip: &mut FacetClip) 
     Some(false)
 }
 
-/// Where the move hits `facet` (fraction, plane normal and distance), on
-/// its own.
+/// Where the move hits facet `facet` (fraction, plane normal and
+/// distance), on its own: from the kernel's lanes when the world has them
+/// (the brush clip's crossings, with no branch per plane), else plane by
+/// plane (the same numbers).
 fn facet_hit<S: Support>(
+    world: &World,
+    facet: usize,
+    shape: &S,
+    start: Vec3,
+    end: Vec3,
+) -> Option<(f32, Vec3, f32)> {
+    let count = 1 + world.facets[facet].num_borders as usize;
+    let records = world.kernel.facets.get(facet).and_then(|lanes| {
+        world
+            .kernel
+            .facet_lanes
+            .get(lanes.first as usize..)?
+            .get(..count.div_ceil(4))
+    });
+    let facet = &world.facets[facet];
+    let Some(records) = records else {
+        return facet_hit_planes(world, facet, shape, start, end);
+    };
+    let shift = |n: &[Vec4; 3]| shape.shift_lanes(n);
+    let BrushClip::Enter { frac, side } =
+        clip_pushed(records, &[], count, start.into(), end.into(), shift)
+    else {
+        // Missed, or starts behind every plane (then nothing enters).
+        return None;
+    };
+    // The last border is the back of the surface, which is never hit.
+    if side != 0 && side == count - 1 {
+        return None;
+    }
+    let (surface, mut borders) = shifted_facet_planes(world, facet, shape);
+    let (normal, dist) = match side.checked_sub(1) {
+        None => surface,
+        Some(border) => borders.nth(border)?,
+    };
+    Some((frac, normal, dist))
+}
+
+/// [`facet_hit`] plane by plane.
+fn facet_hit_planes<S: Support>(
     world: &World,
     facet: &Facet,
     shape: &S,
@@ -780,13 +824,7 @@ impl<S: Support> Clipper for ShapeWork<S> {
         if !patch_in_reach(patch, &self.bounds) {
             return None;
         }
-        let (frac, normal, dist) = facet_hit(
-            world,
-            &world.facets[facet],
-            &self.shape,
-            self.start,
-            self.end,
-        )?;
+        let (frac, normal, dist) = facet_hit(world, facet, &self.shape, self.start, self.end)?;
         Some(FacetContact::new(patch, frac, frac, normal, dist))
     }
 
@@ -847,4 +885,85 @@ fn set_inside(result: &mut TraceResult, contents: u32) {
     result.allsolid = true;
     result.fraction = 0.0;
     result.contents = contents;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::math::XorShift;
+    use crate::trace::patch::tests::curved_world;
+
+    /// A facet clip from the kernel's lanes and plane by plane.
+    fn both_ways<S: Support>(
+        world: &World,
+        facet: usize,
+        shape: &S,
+        start: Vec3,
+        end: Vec3,
+    ) -> [Option<(f32, Vec3, f32)>; 2] {
+        [
+            facet_hit(world, facet, shape, start, end),
+            facet_hit_planes(world, &world.facets[facet], shape, start, end),
+        ]
+    }
+
+    /// A shape's facet clip in the kernel's lanes answers as the plane loop
+    /// does, bit for bit: spheres, capsules and cylinders crossing, grazing,
+    /// starting inside and missing the facets of curved patches.
+    #[test]
+    fn facet_lane_clip_equals_the_plane_loop() {
+        let data = curved_world();
+        let mut data_with_lanes = data.clone();
+        let (records, facets) = crate::world::kernel::facet_lanes(&data.view());
+        data_with_lanes.kernel.facet_lanes = records;
+        data_with_lanes.kernel.facets = facets;
+        let world = data_with_lanes.view();
+        let mut rng = XorShift(0x3c6e_f372_fe94_f82b);
+        let mut range = |lo: f32, hi: f32| lo + (hi - lo) * rng.unit();
+        let (mut hits, mut misses) = (0, 0);
+        let bits = |hit: Option<(f32, Vec3, f32)>| {
+            hit.map(|(f, n, d)| [f, n.x, n.y, n.z, d].map(f32::to_bits))
+        };
+        for case in 0..30_000 {
+            let facet = case % world.facets.len();
+            let start = Vec3::new(range(-40.0, 130.0), range(-40.0, 130.0), range(-60.0, 80.0));
+            let mut end = Vec3::new(range(-40.0, 130.0), range(-40.0, 130.0), range(-60.0, 80.0));
+            if case % 5 == 0 {
+                end = start;
+                end[case % 3] = range(-60.0, 130.0);
+            }
+            let (radius, half_height) = (range(0.5, 24.0), range(0.0, 30.0));
+            let [lanes, planes] = match case % 3 {
+                0 => both_ways(&world, facet, &Sphere(radius), start, end),
+                1 => both_ways(
+                    &world,
+                    facet,
+                    &Capsule::new(radius, half_height),
+                    start,
+                    end,
+                ),
+                _ => both_ways(
+                    &world,
+                    facet,
+                    &Cylinder::new(radius, half_height),
+                    start,
+                    end,
+                ),
+            };
+            assert_eq!(
+                bits(lanes),
+                bits(planes),
+                "case {case}: facet {facet} {start} {end} {radius} {half_height}"
+            );
+            if planes.is_some() {
+                hits += 1;
+            } else {
+                misses += 1;
+            }
+        }
+        assert!(
+            hits > 2_000 && misses > 2_000,
+            "{hits} hits, {misses} misses"
+        );
+    }
 }

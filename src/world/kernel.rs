@@ -8,7 +8,9 @@
 //!   move's swept box cannot touch;
 //! - per brush, the box its axial sides enclose, used the same way;
 //! - per brush, its sides' planes four to a record in SIMD lanes (normals'
-//!   x, y and z, distances), so a brush clip reads them without transposing.
+//!   x, y and z, distances), so a brush clip reads them without transposing;
+//!   and so per patch facet, its surface plane and borders, so a facet clip
+//!   meets four planes at a time with no branch per plane.
 //!
 //! Why skipping by bounds gives the same answers: a brush whose six axial
 //! sides are all present rejects, on its first such side, any box that stays
@@ -96,9 +98,36 @@ pub struct KernelTree {
     pub side_lanes: Vec<SideLanes>,
     /// ... which this holds, per brush.
     pub brush_lanes: Vec<u32>,
+    /// The patch facets' planes, four to a record: each facet's surface
+    /// plane, then its borders (inward ones flipped), from its own first
+    /// record ...
+    pub facet_lanes: Vec<SideLanes>,
+    /// ... which this holds, per facet (see [`FacetLanes`]).
+    pub facets: Vec<FacetLanes>,
     /// The brushes and patches in a four-wide bounding-volume hierarchy, for
     /// the fast trace ([`super::bvh`]).
     pub bvh: Bvh,
+}
+
+/// Where a facet's planes start in [`KernelTree::facet_lanes`], and which of
+/// them are inward borders (bit `k`: plane `k`, the surface plane being
+/// plane 0), which a box pushes out by its support along the border's own,
+/// unflipped normal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FacetLanes {
+    pub first: u32,
+    pub inward: u32,
+}
+
+impl FacetLanes {
+    /// Most planes a facet may have to get lanes (one bit each in `inward`);
+    /// a facet with more is clipped plane by plane.
+    pub const MAX_PLANES: usize = 32;
+    /// A facet without lanes.
+    pub const NONE: FacetLanes = FacetLanes {
+        first: u32::MAX,
+        inward: 0,
+    };
 }
 
 /// The tree of a world not (yet) given one: the kernel walks the file's nodes.
@@ -107,6 +136,8 @@ pub static EMPTY: KernelTree = KernelTree {
     brush_bounds: Vec::new(),
     side_lanes: Vec::new(),
     brush_lanes: Vec::new(),
+    facet_lanes: Vec::new(),
+    facets: Vec::new(),
     bvh: Bvh::EMPTY,
 };
 
@@ -242,14 +273,55 @@ pub fn build(world: &World) -> KernelTree {
         };
     }
     let (side_lanes, brush_lanes) = side_lanes(world);
+    let (facet_lanes, facets) = facet_lanes(world);
     let bvh = super::bvh::build(world, &brush_bounds);
     KernelTree {
         nodes,
         brush_bounds,
         side_lanes,
         brush_lanes,
+        facet_lanes,
+        facets,
         bvh,
     }
+}
+
+/// Every facet's planes in lanes (surface, then borders, inward ones
+/// flipped), as the box and shape clips meet them.
+pub(crate) fn facet_lanes(world: &World) -> (Vec<SideLanes>, Vec<FacetLanes>) {
+    let mut lanes = Vec::new();
+    let mut facets = Vec::with_capacity(world.facets.len());
+    let plane = |index: u32, flip: bool| {
+        let p = world.patch_planes[index as usize].plane;
+        if flip {
+            p.map(|v| -v)
+        } else {
+            p
+        }
+    };
+    for facet in world.facets {
+        let borders =
+            &world.facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
+        // The surface plane and each border need an `inward` bit.
+        let first = u32::try_from(lanes.len())
+            .ok()
+            .filter(|_| borders.len() < FacetLanes::MAX_PLANES);
+        let Some(first) = first else {
+            facets.push(FacetLanes::NONE);
+            continue;
+        };
+        let planes: Vec<[f32; 4]> = std::iter::once(plane(facet.surface_plane, false))
+            .chain(borders.iter().map(|b| plane(b.plane, b.inward != 0)))
+            .collect();
+        let inward = borders
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.inward != 0)
+            .fold(0u32, |bits, (k, _)| bits | 1 << (k + 1));
+        lanes.extend(SideLanes::records(&planes));
+        facets.push(FacetLanes { first, inward });
+    }
+    (lanes, facets)
 }
 
 /// Every brush's side planes in lanes, followed by its shape bevels' (from
