@@ -38,7 +38,7 @@ pub(crate) fn trace_through_patch(world: &World, patch: &Patch, w: &mut TraceWor
     let first = patch.first_facet as usize;
     for facet in first..first + patch.num_facets as usize {
         let hit = if w.is_point {
-            point_facet_hit(world, &world.facets[facet], w, w.result.fraction, 1.0)
+            point_facet_hit(world, facet, w, w.result.fraction, 1.0)
         } else {
             box_facet_hit(world, facet, w)
         };
@@ -90,7 +90,7 @@ pub(crate) fn facet_hit(
     stop_limit: f32,
 ) -> Option<FacetHit> {
     if w.is_point {
-        point_facet_hit(world, &world.facets[facet], w, 1.0, stop_limit)
+        point_facet_hit(world, facet, w, 1.0, stop_limit)
     } else {
         box_facet_hit(world, facet, w)
     }
@@ -177,19 +177,24 @@ fn clip_plane(n: Vec3, dist: f32, w: &TraceWork, clip: &mut Clip) -> Option<bool
 /// The box's hit on facet `facet`, on its own: from the kernel's lanes when
 /// the world has them, else plane by plane (the same numbers).
 fn box_facet_hit(world: &World, facet: usize, w: &TraceWork) -> Option<FacetHit> {
-    let lanes = world.kernel.facets.get(facet).and_then(|lanes| {
-        let count = 1 + world.facets[facet].num_borders as usize;
-        let records = world
-            .kernel
-            .facet_lanes
-            .get(lanes.first as usize..)?
-            .get(..count.div_ceil(4))?;
-        Some((records, lanes.inward))
-    });
-    match lanes {
+    match facet_lanes(world, facet) {
         Some((records, inward)) => box_facet_hit_lanes(world, facet, records, inward, w),
         None => box_facet_hit_planes(world, &world.facets[facet], w),
     }
+}
+
+/// Facet `facet`'s plane records in the kernel's lanes and which planes are
+/// inward borders, when the world has them.
+#[inline(always)]
+fn facet_lanes<'a>(world: &World<'a>, facet: usize) -> Option<(&'a [SideLanes], u32)> {
+    let lanes = world.kernel.facets.get(facet)?;
+    let count = 1 + world.facets.get(facet)?.num_borders as usize;
+    let records = world
+        .kernel
+        .facet_lanes
+        .get(lanes.first as usize..)?
+        .get(..count.div_ceil(4))?;
+    Some((records, lanes.inward))
 }
 
 /// [`box_facet_hit_planes`] four planes at a time with the brush clip's
@@ -315,16 +320,18 @@ fn ray_crossing(p: &PatchPlane, w: &TraceWork) -> (bool, f32) {
 
 const NEVER: f32 = 99999.0;
 
-/// A ray's hit on `facet`, if it crosses the surface no later than `limit`
-/// (a crossing past it cannot replace a contact there) and stops no later
-/// than `stop_limit`.
+/// A ray's hit on facet `facet`, if it crosses the surface no later than
+/// `limit` (a crossing past it cannot replace a contact there) and stops no
+/// later than `stop_limit`: the borders from the kernel's lanes when the
+/// world has them, else one by one (the same numbers).
 fn point_facet_hit(
     world: &World,
-    facet: &Facet,
+    index: usize,
     w: &TraceWork,
     limit: f32,
     stop_limit: f32,
 ) -> Option<FacetHit> {
+    let facet = &world.facets[index];
     let surface = &world.patch_planes[facet.surface_plane as usize];
     let (front, at) = ray_crossing(surface, w);
     if !front || at > limit {
@@ -334,21 +341,15 @@ fn point_facet_hit(
     let offset = dot(w.offset(surface.sign_bits), n);
     let d1 = dot(w.start, n) - surface.plane[3] + offset;
     let d2 = dot(w.end, n) - surface.plane[3] + offset;
-    let frac = (((d1 as f64 - SURFACE_CLIP_EPSILON) / (d1 - d2) as f64) as f32).max(0.0);
+    let frac = ((d1 as f64 - SURFACE_CLIP_EPSILON) / (d1 - d2) as f64) as f32;
+    let frac = if frac < 0.0 { 0.0 } else { frac };
     if frac > stop_limit {
         return None;
     }
-    let first = facet.first_border as usize;
-    let inside = world.facet_borders[first..first + facet.num_borders as usize]
-        .iter()
-        .all(|b| {
-            let (front, crossing) = ray_crossing(&world.patch_planes[b.plane as usize], w);
-            if front ^ (b.inward != 0) {
-                crossing <= at
-            } else {
-                crossing >= at
-            }
-        });
+    let inside = match facet_lanes(world, index) {
+        Some((records, inward)) => ray_within_borders_lanes(records, inward, w, at),
+        None => ray_within_borders(world, facet, w, at),
+    };
     if !inside {
         return None;
     }
@@ -359,6 +360,59 @@ fn point_facet_hit(
         dist: surface.plane[3],
         ray: true,
     })
+}
+
+/// Whether the ray, crossing the facet's surface plane at `at`, crosses it
+/// within every border: it is in front of a border (of the border's own
+/// normal, whether or not the facet uses it flipped) until `at` or from
+/// `at` on, as the border faces.
+fn ray_within_borders(world: &World, facet: &Facet, w: &TraceWork, at: f32) -> bool {
+    let first = facet.first_border as usize;
+    world.facet_borders[first..first + facet.num_borders as usize]
+        .iter()
+        .all(|b| {
+            let (front, crossing) = ray_crossing(&world.patch_planes[b.plane as usize], w);
+            if front ^ (b.inward != 0) {
+                crossing <= at
+            } else {
+                crossing >= at
+            }
+        })
+}
+
+/// [`ray_within_borders`] four planes at a time, from the facet's lane
+/// records (surface plane first, inward borders flipped), with no branch
+/// per border: the same answers, as every number is the border loop's but
+/// for the sign of a zero, which no test below can see. A flipped plane's
+/// distances are the unflipped ones negated (exactly), so it is in front of
+/// its own normal when its distance is below zero, and it crosses where the
+/// unflipped plane does.
+fn ray_within_borders_lanes(records: &[SideLanes], inward: u32, w: &TraceWork, at: f32) -> bool {
+    let (start, end) = (splat_axes(w.start), splat_axes(w.end));
+    let at = Vec4::splat(at);
+    let mut inside = true;
+    for (chunk, planes) in records.iter().enumerate() {
+        let n = [planes.x, planes.y, planes.z];
+        let lanes_inward = lanes_of((inward >> (4 * chunk)) & 0xF);
+        // (`ray_crossing` adds the box's offset, zero for a ray: that
+        // changes at most the sign of a zero distance.)
+        let d1 = lane_dot(&start, &n) - planes.dist;
+        let d2 = lane_dot(&end, &n) - planes.dist;
+        let f = d1 / (d1 - d2);
+        let never = d1.cmpeq(d2) | f.cmple(Vec4::ZERO);
+        let crossing = Vec4::select(never, Vec4::splat(NEVER), f);
+        let front = (lanes_inward & d1.cmplt(Vec4::ZERO)) | (!lanes_inward & d1.cmpgt(Vec4::ZERO));
+        // In front of the border until it is crossed: crossed by `at`.
+        let toward = front ^ lanes_inward;
+        let within = (toward & crossing.cmple(at)) | (!toward & crossing.cmpge(at));
+        let mut within = within.bitmask();
+        if chunk == 0 {
+            // Lane 0 is the surface plane, not a border.
+            within |= 1;
+        }
+        inside &= within == 0xF;
+    }
+    inside
 }
 
 /// Whether the box at the trace's start overlaps a facet of `patch`.
@@ -619,6 +673,63 @@ pub(crate) mod tests {
                 "case {case}: facet {facet} {start} {end} {mins} {maxs}"
             );
             if from_planes.is_some() {
+                hits += 1;
+            } else {
+                misses += 1;
+            }
+        }
+        assert!(
+            hits > 2_000 && misses > 2_000,
+            "{hits} hits, {misses} misses"
+        );
+    }
+
+    /// A ray's facet hit with the borders from the kernel's lanes answers
+    /// as the border loop does, bit for bit: rays crossing, grazing and
+    /// missing the facets of curved patches, from either side, with
+    /// crossing limits before and after the surface.
+    #[test]
+    fn ray_facet_lanes_equal_the_border_loop() {
+        let plain = curved_world();
+        let mut with_lanes = plain.clone();
+        let (records, facets) = crate::world::kernel::facet_lanes(&plain.view());
+        with_lanes.kernel.facet_lanes = records;
+        with_lanes.kernel.facets = facets;
+        let (plain, with_lanes) = (plain.view(), with_lanes.view());
+        let mut rng = XorShift(0x6a09_e667_f3bc_c908);
+        let mut range = |lo: f32, hi: f32| lo + (hi - lo) * rng.unit();
+        let (mut hits, mut misses) = (0, 0);
+        for case in 0..40_000 {
+            let facet = case % plain.facets.len();
+            let start = Vec3::new(range(-40.0, 130.0), range(-40.0, 130.0), range(-60.0, 80.0));
+            let mut end = Vec3::new(range(-40.0, 130.0), range(-40.0, 130.0), range(-60.0, 80.0));
+            if case % 5 == 0 {
+                end = start;
+                end[case % 3] = range(-60.0, 130.0);
+            }
+            if case % 2 == 0 {
+                // Through a point of the facet's patch's bounds.
+                let patch = plain
+                    .patches
+                    .iter()
+                    .find(|p| {
+                        (p.first_facet..p.first_facet + p.num_facets).contains(&(facet as u32))
+                    })
+                    .expect("every facet has a patch");
+                let target =
+                    Vec3::from_array(std::array::from_fn(|k| range(patch.mins[k], patch.maxs[k])));
+                end = start + (target - start) * 2.0;
+            }
+            let limit = if case % 3 == 0 { range(0.0, 1.0) } else { 1.0 };
+            let w = TraceWork::new(&TraceQuery::ray(start, end, 1));
+            let from_lanes = point_facet_hit(&with_lanes, facet, &w, limit, 1.0);
+            let from_loop = point_facet_hit(&plain, facet, &w, limit, 1.0);
+            assert_eq!(
+                from_lanes.map(|h| (hit_bits(Some(h)), h.at.to_bits())),
+                from_loop.map(|h| (hit_bits(Some(h)), h.at.to_bits())),
+                "case {case}: facet {facet} {start} {end} {limit}"
+            );
+            if from_loop.is_some() {
                 hits += 1;
             } else {
                 misses += 1;
