@@ -609,6 +609,72 @@ pub(crate) mod tests {
         world
     }
 
+    /// `data` with its facets' lane records (and nothing else of a kernel).
+    pub(crate) fn with_facet_lanes(data: &WorldData) -> WorldData {
+        let mut with_lanes = data.clone();
+        let (records, facets) = crate::world::kernel::facet_lanes(&data.view());
+        with_lanes.kernel.facet_lanes = records;
+        with_lanes.kernel.facets = facets;
+        with_lanes
+    }
+
+    /// The facet tests' cases: moves around [`curved_world`]'s patches, and
+    /// a tally of hits and misses, both of which must be common.
+    pub(crate) struct Cases {
+        rng: XorShift,
+        hits: usize,
+        misses: usize,
+    }
+
+    impl Cases {
+        pub(crate) fn new(seed: u64) -> Self {
+            Cases {
+                rng: XorShift(seed),
+                hits: 0,
+                misses: 0,
+            }
+        }
+
+        pub(crate) fn range(&mut self, lo: f32, hi: f32) -> f32 {
+            lo + (hi - lo) * self.rng.unit()
+        }
+
+        /// Case `case`'s move: random ends, one case in five along an axis.
+        pub(crate) fn random_move(&mut self, case: usize) -> (Vec3, Vec3) {
+            let mut point = || {
+                Vec3::new(
+                    self.range(-40.0, 130.0),
+                    self.range(-40.0, 130.0),
+                    self.range(-60.0, 80.0),
+                )
+            };
+            let start = point();
+            let mut end = point();
+            if case.is_multiple_of(5) {
+                end = start;
+                end[case % 3] = self.range(-60.0, 130.0);
+            }
+            (start, end)
+        }
+
+        pub(crate) fn tally(&mut self, hit: bool) {
+            if hit {
+                self.hits += 1;
+            } else {
+                self.misses += 1;
+            }
+        }
+
+        pub(crate) fn assert_both_common(&self) {
+            assert!(
+                self.hits > 2_000 && self.misses > 2_000,
+                "{} hits, {} misses",
+                self.hits,
+                self.misses
+            );
+        }
+    }
+
     /// A hit as bits, to compare without `-0.0 == 0.0`.
     fn hit_bits(hit: Option<FacetHit>) -> Option<[u32; 5]> {
         hit.map(|h| {
@@ -636,24 +702,16 @@ pub(crate) mod tests {
             facets.iter().any(|f| f.inward != 0),
             "no inward border to test"
         );
-        let mut rng = XorShift(0x51_7cc1_b727_220a);
-        let mut range = |lo: f32, hi: f32| lo + (hi - lo) * rng.unit();
-        let (mut hits, mut misses) = (0, 0);
+        let mut cases = Cases::new(0x51_7cc1_b727_220a);
         for case in 0..40_000 {
             let facet = case % world.facets.len();
-            let point = |range: &mut dyn FnMut(f32, f32) -> f32| {
-                Vec3::new(range(-40.0, 130.0), range(-40.0, 130.0), range(-60.0, 80.0))
+            let (start, end) = cases.random_move(case);
+            let mut between = |lo: [f32; 3], hi: [f32; 3]| {
+                Vec3::from_array(std::array::from_fn(|k| cases.range(lo[k], hi[k])))
             };
-            let start = point(&mut range);
-            let mut end = point(&mut range);
-            if case % 5 == 0 {
-                // Along an axis.
-                end = start;
-                end[case % 3] = range(-60.0, 130.0);
-            }
-            let mins = Vec3::new(range(-20.0, 0.0), range(-20.0, 0.0), range(-30.0, 0.0));
-            let maxs = Vec3::new(range(0.0, 20.0), range(0.0, 20.0), range(0.0, 30.0));
-            let (mins, maxs) = if case % 4 == 0 {
+            let mins = between([-20.0, -20.0, -30.0], [0.0; 3]);
+            let maxs = between([0.0; 3], [20.0, 20.0, 30.0]);
+            let (mins, maxs) = if case.is_multiple_of(4) {
                 (-maxs, maxs)
             } else {
                 (mins, maxs)
@@ -672,16 +730,9 @@ pub(crate) mod tests {
                 hit_bits(from_planes),
                 "case {case}: facet {facet} {start} {end} {mins} {maxs}"
             );
-            if from_planes.is_some() {
-                hits += 1;
-            } else {
-                misses += 1;
-            }
+            cases.tally(from_planes.is_some());
         }
-        assert!(
-            hits > 2_000 && misses > 2_000,
-            "{hits} hits, {misses} misses"
-        );
+        cases.assert_both_common();
     }
 
     /// A ray's facet hit with the borders from the kernel's lanes answers
@@ -691,23 +742,13 @@ pub(crate) mod tests {
     #[test]
     fn ray_facet_lanes_equal_the_border_loop() {
         let plain = curved_world();
-        let mut with_lanes = plain.clone();
-        let (records, facets) = crate::world::kernel::facet_lanes(&plain.view());
-        with_lanes.kernel.facet_lanes = records;
-        with_lanes.kernel.facets = facets;
+        let with_lanes = with_facet_lanes(&plain);
         let (plain, with_lanes) = (plain.view(), with_lanes.view());
-        let mut rng = XorShift(0x6a09_e667_f3bc_c908);
-        let mut range = |lo: f32, hi: f32| lo + (hi - lo) * rng.unit();
-        let (mut hits, mut misses) = (0, 0);
+        let mut cases = Cases::new(0x6a09_e667_f3bc_c908);
         for case in 0..40_000 {
             let facet = case % plain.facets.len();
-            let start = Vec3::new(range(-40.0, 130.0), range(-40.0, 130.0), range(-60.0, 80.0));
-            let mut end = Vec3::new(range(-40.0, 130.0), range(-40.0, 130.0), range(-60.0, 80.0));
-            if case % 5 == 0 {
-                end = start;
-                end[case % 3] = range(-60.0, 130.0);
-            }
-            if case % 2 == 0 {
+            let (start, mut end) = cases.random_move(case);
+            if case.is_multiple_of(2) {
                 // Through a point of the facet's patch's bounds.
                 let patch = plain
                     .patches
@@ -716,11 +757,16 @@ pub(crate) mod tests {
                         (p.first_facet..p.first_facet + p.num_facets).contains(&(facet as u32))
                     })
                     .expect("every facet has a patch");
-                let target =
-                    Vec3::from_array(std::array::from_fn(|k| range(patch.mins[k], patch.maxs[k])));
+                let target = Vec3::from_array(std::array::from_fn(|k| {
+                    cases.range(patch.mins[k], patch.maxs[k])
+                }));
                 end = start + (target - start) * 2.0;
             }
-            let limit = if case % 3 == 0 { range(0.0, 1.0) } else { 1.0 };
+            let limit = if case % 3 == 0 {
+                cases.range(0.0, 1.0)
+            } else {
+                1.0
+            };
             let w = TraceWork::new(&TraceQuery::ray(start, end, 1));
             let from_lanes = point_facet_hit(&with_lanes, facet, &w, limit, 1.0);
             let from_loop = point_facet_hit(&plain, facet, &w, limit, 1.0);
@@ -729,15 +775,8 @@ pub(crate) mod tests {
                 from_loop.map(|h| (hit_bits(Some(h)), h.at.to_bits())),
                 "case {case}: facet {facet} {start} {end} {limit}"
             );
-            if from_loop.is_some() {
-                hits += 1;
-            } else {
-                misses += 1;
-            }
+            cases.tally(from_loop.is_some());
         }
-        assert!(
-            hits > 2_000 && misses > 2_000,
-            "{hits} hits, {misses} misses"
-        );
+        cases.assert_both_common();
     }
 }

@@ -890,8 +890,7 @@ fn set_inside(result: &mut TraceResult, contents: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::XorShift;
-    use crate::trace::patch::tests::curved_world;
+    use crate::trace::patch::tests::{curved_world, with_facet_lanes, Cases};
 
     /// A facet clip from the kernel's lanes and plane by plane.
     fn both_ways<S: Support>(
@@ -912,27 +911,16 @@ mod tests {
     /// starting inside and missing the facets of curved patches.
     #[test]
     fn facet_lane_clip_equals_the_plane_loop() {
-        let data = curved_world();
-        let mut data_with_lanes = data.clone();
-        let (records, facets) = crate::world::kernel::facet_lanes(&data.view());
-        data_with_lanes.kernel.facet_lanes = records;
-        data_with_lanes.kernel.facets = facets;
-        let world = data_with_lanes.view();
-        let mut rng = XorShift(0x3c6e_f372_fe94_f82b);
-        let mut range = |lo: f32, hi: f32| lo + (hi - lo) * rng.unit();
-        let (mut hits, mut misses) = (0, 0);
+        let data = with_facet_lanes(&curved_world());
+        let world = data.view();
+        let mut cases = Cases::new(0x3c6e_f372_fe94_f82b);
         let bits = |hit: Option<(f32, Vec3, f32)>| {
             hit.map(|(f, n, d)| [f, n.x, n.y, n.z, d].map(f32::to_bits))
         };
         for case in 0..30_000 {
             let facet = case % world.facets.len();
-            let start = Vec3::new(range(-40.0, 130.0), range(-40.0, 130.0), range(-60.0, 80.0));
-            let mut end = Vec3::new(range(-40.0, 130.0), range(-40.0, 130.0), range(-60.0, 80.0));
-            if case % 5 == 0 {
-                end = start;
-                end[case % 3] = range(-60.0, 130.0);
-            }
-            let (radius, half_height) = (range(0.5, 24.0), range(0.0, 30.0));
+            let (start, end) = cases.random_move(case);
+            let (radius, half_height) = (cases.range(0.5, 24.0), cases.range(0.0, 30.0));
             let [lanes, planes] = match case % 3 {
                 0 => both_ways(&world, facet, &Sphere(radius), start, end),
                 1 => both_ways(
@@ -955,15 +943,8 @@ mod tests {
                 bits(planes),
                 "case {case}: facet {facet} {start} {end} {radius} {half_height}"
             );
-            if planes.is_some() {
-                hits += 1;
-            } else {
-                misses += 1;
-            }
+            cases.tally(planes.is_some());
         }
-        assert!(
-            hits > 2_000 && misses > 2_000,
-            "{hits} hits, {misses} misses"
-        );
+        cases.assert_both_common();
     }
 }
