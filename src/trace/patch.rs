@@ -186,7 +186,7 @@ fn box_facet_hit(world: &World, facet: usize, w: &TraceWork) -> Option<FacetHit>
 /// Facet `facet`'s plane records in the kernel's lanes and which planes are
 /// inward borders, when the world has them.
 #[inline(always)]
-fn facet_lanes<'a>(world: &World<'a>, facet: usize) -> Option<(&'a [SideLanes], u32)> {
+pub(super) fn facet_lanes<'a>(world: &World<'a>, facet: usize) -> Option<(&'a [SideLanes], u32)> {
     let lanes = world.kernel.facets.get(facet)?;
     let count = 1 + world.facets.get(facet)?.num_borders as usize;
     let records = world

@@ -9,7 +9,7 @@
 
 use super::brush::{clip_planes, clip_pushed, BrushClip};
 use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Outcome};
-use super::patch::patch_in_reach;
+use super::patch::{facet_lanes, patch_in_reach};
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::tree::{BoxLeaves, Lists, SOURCE_FAR_REACH};
 use super::work::{Scratch, TraceQuery, TraceResult};
@@ -728,18 +728,14 @@ fn facet_hit<S: Support>(
     start: Vec3,
     end: Vec3,
 ) -> Option<(f32, Vec3, f32)> {
-    let count = 1 + world.facets[facet].num_borders as usize;
-    let records = world.kernel.facets.get(facet).and_then(|lanes| {
-        world
-            .kernel
-            .facet_lanes
-            .get(lanes.first as usize..)?
-            .get(..count.div_ceil(4))
-    });
+    let records = facet_lanes(world, facet);
     let facet = &world.facets[facet];
-    let Some(records) = records else {
+    let Some((records, _)) = records else {
         return facet_hit_planes(world, facet, shape, start, end);
     };
+    // (A shape's push depends on the plane's normal only, so an inward
+    // border, flipped, needs no mark.)
+    let count = 1 + facet.num_borders as usize;
     let shift = |n: &[Vec4; 3]| shape.shift_lanes(n);
     let BrushClip::Enter { frac, side } =
         clip_pushed(records, &[], count, start.into(), end.into(), shift)
