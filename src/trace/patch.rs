@@ -239,19 +239,9 @@ fn box_facet_hit_lanes(
             return None;
         }
     }
-    let BrushClip::Enter { frac, side } = clip.finish() else {
-        // Missed, or starts behind every plane (then nothing enters).
-        return None;
-    };
-    // The last border is the back of the surface, which is never hit.
-    if side != 0 && side == facet.num_borders as usize {
-        return None;
-    }
-    let (surface, mut borders) = shifted_planes(world, facet, w);
-    let (normal, dist) = match side.checked_sub(1) {
-        None => surface,
-        Some(border) => borders.nth(border)?,
-    };
+    let (frac, plane) = facet_entry(clip.finish(), facet)?;
+    let (surface, borders) = shifted_planes(world, facet, w);
+    let (normal, dist) = entry_plane(plane, surface, borders)?;
     Some(FacetHit {
         frac,
         at: frac,
@@ -259,6 +249,33 @@ fn box_facet_hit_lanes(
         dist,
         ray: false,
     })
+}
+
+/// A facet's clip through the brush clip's crossings as a facet hit: the
+/// fraction and the plane entered (0: the surface plane, `k`: border
+/// `k - 1`); none when the move misses, starts behind every plane (then
+/// nothing enters) or enters through the last border, the back of the
+/// surface, which is never hit.
+pub(super) fn facet_entry(clip: BrushClip, facet: &Facet) -> Option<(f32, usize)> {
+    match clip {
+        BrushClip::Enter { frac, side } if side == 0 || side != facet.num_borders as usize => {
+            Some((frac, side))
+        }
+        _ => None,
+    }
+}
+
+/// Plane `plane` of a facet's pushed-out planes (its surface plane, then
+/// its borders).
+pub(super) fn entry_plane(
+    plane: usize,
+    surface: (Vec3, f32),
+    mut borders: impl Iterator<Item = (Vec3, f32)>,
+) -> Option<(Vec3, f32)> {
+    match plane.checked_sub(1) {
+        None => Some(surface),
+        Some(border) => borders.nth(border),
+    }
 }
 
 /// The box's hit on `facet`, plane by plane.
@@ -443,12 +460,12 @@ pub(crate) mod tests {
     const CONTENTS: u32 = 1;
     const FLAGS: u32 = 0x4000;
 
-    /// A flat 3×3 patch on z = 0 over (0,0)–(64,64), facing +z.
-    fn flat_world() -> WorldData {
+    /// Adds the patch of 3×3 control points `grid(i, j)`; its index.
+    fn add_grid(world: &mut WorldData, grid: impl Fn(f32, f32) -> Vec3) -> Option<u32> {
         let points: Vec<Vec3> = (0..3)
-            .flat_map(|j| (0..3).map(move |i| Vec3::new(i as f32 * 32.0, j as f32 * 32.0, 0.0)))
+            .flat_map(|j| (0..3).map(move |i| (i as f32, j as f32)))
+            .map(|(i, j)| grid(i, j))
             .collect();
-        let mut world = WorldData::default();
         let source = PatchSource {
             width: 3,
             height: 3,
@@ -457,7 +474,14 @@ pub(crate) mod tests {
             surface_flags: FLAGS,
             source_surface: 0,
         };
-        assert_eq!(add_patch(&mut world, &source), Some(0));
+        add_patch(world, &source)
+    }
+
+    /// A flat 3×3 patch on z = 0 over (0,0)–(64,64), facing +z.
+    fn flat_world() -> WorldData {
+        let mut world = WorldData::default();
+        let added = add_grid(&mut world, |i, j| Vec3::new(i * 32.0, j * 32.0, 0.0));
+        assert_eq!(added, Some(0));
         world
     }
 
@@ -593,18 +617,7 @@ pub(crate) mod tests {
             &|i, j| Vec3::new(i * 40.0 + j * 7.0, j * 40.0, (i - 1.0) * (j - 1.0) * 30.0),
         ];
         for grid in grids {
-            let points: Vec<Vec3> = (0..3)
-                .flat_map(|j| (0..3).map(move |i| grid(i as f32, j as f32)))
-                .collect();
-            let source = PatchSource {
-                width: 3,
-                height: 3,
-                points: &points,
-                contents: CONTENTS,
-                surface_flags: FLAGS,
-                source_surface: 0,
-            };
-            assert!(add_patch(&mut world, &source).is_some());
+            assert!(add_grid(&mut world, grid).is_some());
         }
         world
     }

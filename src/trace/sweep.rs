@@ -9,7 +9,7 @@
 
 use super::brush::{clip_planes, clip_pushed, BrushClip};
 use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Outcome};
-use super::patch::{facet_lanes, patch_in_reach};
+use super::patch::{entry_plane, facet_entry, facet_lanes, patch_in_reach};
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::tree::{BoxLeaves, Lists, SOURCE_FAR_REACH};
 use super::work::{Scratch, TraceQuery, TraceResult};
@@ -737,21 +737,10 @@ fn facet_hit<S: Support>(
     // border, flipped, needs no mark.)
     let count = 1 + facet.num_borders as usize;
     let shift = |n: &[Vec4; 3]| shape.shift_lanes(n);
-    let BrushClip::Enter { frac, side } =
-        clip_pushed(records, &[], count, start.into(), end.into(), shift)
-    else {
-        // Missed, or starts behind every plane (then nothing enters).
-        return None;
-    };
-    // The last border is the back of the surface, which is never hit.
-    if side != 0 && side == count - 1 {
-        return None;
-    }
-    let (surface, mut borders) = shifted_facet_planes(world, facet, shape);
-    let (normal, dist) = match side.checked_sub(1) {
-        None => surface,
-        Some(border) => borders.nth(border)?,
-    };
+    let clip = clip_pushed(records, &[], count, start.into(), end.into(), shift);
+    let (frac, plane) = facet_entry(clip, facet)?;
+    let (surface, borders) = shifted_facet_planes(world, facet, shape);
+    let (normal, dist) = entry_plane(plane, surface, borders)?;
     Some((frac, normal, dist))
 }
 
