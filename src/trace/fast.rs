@@ -33,10 +33,11 @@ use super::tree::Probe;
 use super::work::{Scratch, TraceResult, TraceWork};
 use crate::math::{splat_axes, Vec3};
 use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
+use crate::world::cores::CoreLanes;
 use crate::world::{Patch, World};
 #[cfg(not(target_arch = "x86_64"))]
 use glam::UVec4;
-use glam::{Vec3A, Vec4};
+use glam::{BVec4A, Vec3A, Vec4};
 
 /// What the fast trace could tell.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -115,6 +116,13 @@ pub(crate) trait Clipper {
     fn segment(&self) -> (Vec3A, Vec3A, Vec3A);
     fn mask(&self) -> u32;
     fn any_hit(&self) -> bool;
+    /// Whether any-hit may stop where the move passes through a brush's
+    /// solid core (see [`crate::world::cores`]): for a ray or box, whose
+    /// half-size grows the core exactly as the clip shifts the brush's
+    /// sides; not for shapes, whose bounding box is larger than they are.
+    fn stops_at_solid_cores(&self) -> bool {
+        false
+    }
     /// Whether a patch hit found later can replace a nearer contact (rays:
     /// see the module notes); then the patch tree is searched to the end
     /// of the move.
@@ -328,6 +336,27 @@ impl Ray {
         }
         (near, near.cmple(far).bitmask())
     }
+
+    /// A bitmask of the lanes whose solid core, grown by the box, the move
+    /// passes through from a start outside the core's brush (outside its
+    /// cull box grown by the box), the brush's contents meeting `mask`: a
+    /// contact before the end of the move for each (see
+    /// [`crate::world::cores`]).
+    #[inline(always)]
+    pub(super) fn core_hits(&self, lanes: &CoreLanes, mask: u32) -> u32 {
+        let mut near = Vec4::ZERO;
+        let mut far = Vec4::ONE;
+        let mut outside = BVec4A::FALSE;
+        for k in 0..3 {
+            let a = (lanes.min[k] - self.low[k]) * self.inv[k];
+            let b = (lanes.max[k] - self.high[k]) * self.inv[k];
+            near = near.max(a.min(b));
+            far = far.min(a.max(b));
+            outside |=
+                self.low[k].cmplt(lanes.owner_min[k]) | self.high[k].cmpgt(lanes.owner_max[k]);
+        }
+        (near.cmple(far) & outside).bitmask() & lanes_in_mask(&lanes.contents, mask)
+    }
 }
 
 /// Searches the kernel's hierarchy for what the move (not a position test)
@@ -374,10 +403,16 @@ fn run<C: Clipper, P: Probe>(
     let (start, end, half) = clipper.segment();
     let ray = Ray::new(start, end, half);
     let all_patches = clipper.patch_hits_reach_back();
+    let cores: &[CoreLanes] = if clipper.stops_at_solid_cores() {
+        &bvh.brush_cores
+    } else {
+        &[]
+    };
     walk(
         world,
         bvh,
         &bvh.brushes,
+        cores,
         0,
         false,
         &ray,
@@ -390,6 +425,7 @@ fn run<C: Clipper, P: Probe>(
         world,
         bvh,
         &bvh.patches,
+        &[],
         0,
         all_patches,
         &ray,
@@ -402,13 +438,54 @@ fn run<C: Clipper, P: Probe>(
 
 /// Searches one tree from entry `from` (the root, 0, or a subtree a packet
 /// handed over); `to_the_end`: to the end of the move, not only to the end
-/// of the nearest contact's window.
+/// of the nearest contact's window. `cores`: the nodes' solid cores, for an
+/// any-hit search that may stop at them (else empty).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn walk<C: Clipper, P: Probe>(
     world: &World,
     bvh: &Bvh,
     nodes: &[BvhNode],
+    cores: &[CoreLanes],
+    from: u32,
+    to_the_end: bool,
+    ray: &Ray,
+    clipper: &C,
+    search: &mut Search,
+    stack: &mut [Entry],
+    probe: &mut P,
+) -> Result<(), Stop> {
+    // A loop of its own for each: the full trace's has no trace of
+    // any-hit's tests (they cost it 2-3 % more instructions).
+    if clipper.any_hit() {
+        walk_as::<C, P, true>(
+            world, bvh, nodes, cores, from, to_the_end, ray, clipper, search, stack, probe,
+        )
+    } else {
+        walk_as::<C, P, false>(
+            world,
+            bvh,
+            nodes,
+            &[],
+            from,
+            to_the_end,
+            ray,
+            clipper,
+            search,
+            stack,
+            probe,
+        )
+    }
+}
+
+/// [`walk`] for a full trace or (`ANY_HIT`) an any-hit search.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn walk_as<C: Clipper, P: Probe, const ANY_HIT: bool>(
+    world: &World,
+    bvh: &Bvh,
+    nodes: &[BvhNode],
+    cores: &[CoreLanes],
     from: u32,
     to_the_end: bool,
     ray: &Ray,
@@ -421,7 +498,7 @@ pub(super) fn walk<C: Clipper, P: Probe>(
         return Ok(());
     }
     let mask = clipper.mask();
-    let any_hit = clipper.any_hit();
+    let any_hit = ANY_HIT;
     let limit = |search: &Search| if to_the_end { 1.0 } else { search.window };
     // The entry being visited: the root first, then the nearest child
     // entered, straight (no stack round trip), or the next one popped.
@@ -435,6 +512,14 @@ pub(super) fn walk<C: Clipper, P: Probe>(
             let node = &nodes[current as usize];
             let (near, hits) = ray.enter(node, limit(search));
             let hits = hits & lanes_in_mask(&node.contents, mask);
+            if hits != 0 && !cores.is_empty() {
+                // A core lies inside its child's bounds: only a child
+                // entered can have one the move passes through.
+                if ray.core_hits(&cores[current as usize], mask) != 0 {
+                    probe.core_stop();
+                    return Err(Stop::Hit);
+                }
+            }
             if hits != 0 && hits & (hits - 1) == 0 {
                 current = node.children[hits.trailing_zeros() as usize];
                 continue 'visit;
@@ -688,6 +773,10 @@ impl Clipper for TraceWork {
     }
 
     fn any_hit(&self) -> bool {
+        self.stop_at_any_hit
+    }
+
+    fn stops_at_solid_cores(&self) -> bool {
         self.stop_at_any_hit
     }
 

@@ -276,6 +276,7 @@ fn walk<C: Clipper>(tree: &Tree, rays: &Rays, members: &mut Members<C>, stacks: 
                 world,
                 bvh,
                 nodes,
+                &[],
                 child,
                 to_the_end & visiting != 0,
                 &rays.alone(m),

@@ -28,6 +28,9 @@ pub struct WalkStats {
     /// 1 when the fast trace left the answer to the BSP walk (it depended
     /// on the visit order), else 0.
     pub fallbacks: u32,
+    /// 1 when any-hit stopped where the move passes through a brush's solid
+    /// core, without clipping it (see [`crate::world::cores`]), else 0.
+    pub core_stops: u32,
 }
 
 /// Counting hooks of the walk: `()` counts nothing and compiles away.
@@ -39,6 +42,7 @@ pub(crate) trait Probe {
     fn culled(&mut self) {}
     fn bvh_node(&mut self) {}
     fn fallback(&mut self) {}
+    fn core_stop(&mut self) {}
 }
 
 impl Probe for () {}
@@ -68,6 +72,10 @@ impl Probe for WalkStats {
     #[inline(always)]
     fn bvh_node(&mut self) {
         self.bvh_nodes += 1;
+    }
+    #[inline(always)]
+    fn core_stop(&mut self) {
+        self.core_stops += 1;
     }
     #[inline(always)]
     fn fallback(&mut self) {

@@ -22,6 +22,7 @@
 //! contact found earlier (see `trace::fast`), so rays search the patch tree
 //! to the end of the move, whatever the brushes already hit.
 
+use super::cores::CoreLanes;
 use super::kernel::CULL_MARGIN;
 use super::World;
 use glam::Vec4;
@@ -58,6 +59,9 @@ const _: () = assert!(std::mem::size_of::<BvhNode>() == 128);
 pub struct Bvh {
     /// The brushes' tree: root first, children after their parents.
     pub brushes: Vec<BvhNode>,
+    /// Per node of the brushes' tree, its children's solid cores (empty
+    /// when no brush has one; see [`super::cores`]).
+    pub brush_cores: Vec<CoreLanes>,
     /// The patches' tree (facets, and patches kept whole).
     pub patches: Vec<BvhNode>,
     /// Primitives without bounds (child references), tested by every trace.
@@ -71,6 +75,7 @@ pub struct Bvh {
 impl Bvh {
     pub const EMPTY: Bvh = Bvh {
         brushes: Vec::new(),
+        brush_cores: Vec::new(),
         patches: Vec::new(),
         unbounded: Vec::new(),
         facet_patch: Vec::new(),
@@ -167,9 +172,11 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Bvh {
     };
     let brushes = tree(&mut brush_items);
     let patches = tree(&mut patch_items);
+    let brush_cores = super::cores::build(world, &brushes, brush_bounds);
     let stack_depth = stack_depth(&brushes).max(stack_depth(&patches));
     Bvh {
         brushes,
+        brush_cores,
         patches,
         unbounded,
         facet_patch,

@@ -3,6 +3,7 @@
 
 pub mod bevels;
 pub mod bvh;
+pub mod cores;
 pub mod format;
 pub mod kernel;
 pub mod load;

@@ -1,0 +1,273 @@
+//! Solid cores: per brush, an axis-aligned box at least [`CORE_MARGIN`]
+//! inside every one of its sides, and per node of the kernel's brush
+//! hierarchy ([`super::bvh`]), one such core per child (the largest of a
+//! solid brush below it), derived when a world is loaded.
+//!
+//! Any-hit uses them to stop without clipping. A move whose centre starts
+//! outside a brush's cull box grown by the moving box's half-size starts
+//! outside the brush (in front of one of its axial sides), and if its centre
+//! then passes through the brush's core grown by the same half-size, every
+//! side of the brush, shifted by the box's support as the clip shifts it,
+//! lies at least the margin beyond that point: the clip's entry fraction
+//! (where the move comes within 1/8 unit of its last side entered) falls
+//! before the point and its exit fraction (1/8 unit past its first side
+//! left) after it, so the clip reports a contact before the end of the
+//! move. The full trace's fraction is then below 1 too, whatever else the
+//! move meets, which is all any-hit answers.
+
+use super::bvh::{BvhNode, EMPTY_SLOT, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
+use super::World;
+use crate::contents::CONTENTS_SOLID;
+use glam::Vec4;
+
+/// How far inside every side of its brush a core stays (units): well above
+/// the clip's 1/8-unit touch zone plus f32 rounding of the slab test.
+pub const CORE_MARGIN: f32 = 1.0;
+
+/// The cores of a node's four children in lanes (`min[axis]` holds that
+/// axis's lower core bound of children 0..4), the cull boxes of the brushes
+/// they belong to, and those brushes' contents (0: the child has no core).
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CoreLanes {
+    pub min: [Vec4; 3],
+    pub max: [Vec4; 3],
+    pub owner_min: [Vec4; 3],
+    pub owner_max: [Vec4; 3],
+    pub contents: [u32; WIDTH],
+}
+
+/// One brush's core, with the brush's cull box and contents.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Core {
+    bounds: [[f32; 3]; 2],
+    owner: [[f32; 3]; 2],
+    contents: u32,
+}
+
+impl Core {
+    /// What a move is likely to cross: the core's surface.
+    fn half_area(&self) -> f32 {
+        let [lo, hi] = self.bounds;
+        let d: [f32; 3] = std::array::from_fn(|k| hi[k] - lo[k]);
+        d[0] * d[1] + d[1] * d[2] + d[2] * d[0]
+    }
+}
+
+/// The cores of `nodes`' children (same indices as `nodes`); empty when no
+/// solid brush has a core. `brush_bounds`: each brush's cull box.
+pub fn build(world: &World, nodes: &[BvhNode], brush_bounds: &[[[f32; 3]; 2]]) -> Vec<CoreLanes> {
+    let brush_cores: Vec<Option<Core>> = world
+        .brushes
+        .iter()
+        .zip(brush_bounds)
+        .enumerate()
+        .map(|(b, (brush, &owner))| {
+            if brush.contents & CONTENTS_SOLID == 0 {
+                return None;
+            }
+            brush_core(&brush_planes(world, b), [brush.mins, brush.maxs]).map(|bounds| Core {
+                bounds,
+                owner,
+                contents: brush.contents,
+            })
+        })
+        .collect();
+    if brush_cores.iter().all(Option::is_none) {
+        return Vec::new();
+    }
+    let none = Vec4::splat(0.0);
+    let mut lanes = vec![
+        CoreLanes {
+            min: [none; 3],
+            max: [none; 3],
+            owner_min: [none; 3],
+            owner_max: [none; 3],
+            contents: [0; WIDTH],
+        };
+        nodes.len()
+    ];
+    // The largest core below each node; children come after their parents.
+    let mut largest: Vec<Option<Core>> = vec![None; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        for (slot, &child) in nodes[i].children.iter().enumerate() {
+            let core = if child == EMPTY_SLOT || child & (PATCH | FACET) != 0 {
+                None
+            } else if child & PRIMITIVE != 0 {
+                brush_cores.get((child & INDEX) as usize).copied().flatten()
+            } else {
+                largest.get(child as usize).copied().flatten()
+            };
+            let Some(core) = core else { continue };
+            let lane = &mut lanes[i];
+            for axis in 0..3 {
+                lane.min[axis][slot] = core.bounds[0][axis];
+                lane.max[axis][slot] = core.bounds[1][axis];
+                lane.owner_min[axis][slot] = core.owner[0][axis];
+                lane.owner_max[axis][slot] = core.owner[1][axis];
+            }
+            lane.contents[slot] = core.contents;
+            if largest[i].is_none_or(|l| core.half_area() > l.half_area()) {
+                largest[i] = Some(core);
+            }
+        }
+    }
+    lanes
+}
+
+/// Brush `b`'s side planes as `[x, y, z, dist]`.
+fn brush_planes(world: &World, b: usize) -> Vec<[f32; 4]> {
+    let brush = &world.brushes[b];
+    world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize]
+        .iter()
+        .map(|side| {
+            let p = &world.planes[side.plane as usize];
+            [p.normal[0], p.normal[1], p.normal[2], p.dist]
+        })
+        .collect()
+}
+
+/// A box at least [`CORE_MARGIN`] behind every plane of `planes` (the
+/// brush's sides), found within the brush's bounds `[mins, maxs]`, or
+/// `None` when the brush is too thin (or malformed) for one.
+///
+/// From each of 27 centres spread over the bounds, the box reaching to
+/// within the margin of the nearer bound on each axis is shrunk about its
+/// centre until every plane clears it by the margin; the largest wins. The
+/// winner is then checked corner by corner in f64, so rounding never lets
+/// a core touch its margin.
+pub fn brush_core(planes: &[[f32; 4]], [mins, maxs]: [[f32; 3]; 2]) -> Option<[[f32; 3]; 2]> {
+    if planes.is_empty() || mins.iter().chain(&maxs).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let margin = f64::from(CORE_MARGIN);
+    let lo = mins.map(f64::from);
+    let hi = maxs.map(f64::from);
+    let steps = [0.25, 0.5, 0.75];
+    let mut best: Option<([f64; 3], [f64; 3], f64)> = None;
+    for fx in steps {
+        for fy in steps {
+            for fz in steps {
+                let t = [fx, fy, fz];
+                let centre: [f64; 3] = std::array::from_fn(|k| lo[k] + (hi[k] - lo[k]) * t[k]);
+                let reach: [f64; 3] =
+                    std::array::from_fn(|k| (centre[k] - lo[k]).min(hi[k] - centre[k]) - margin);
+                if reach.iter().any(|&r| r <= 0.0) {
+                    continue;
+                }
+                // The largest scale of `reach` that every plane clears.
+                let mut scale: f64 = 1.0;
+                for p in planes {
+                    let n = [p[0], p[1], p[2]].map(f64::from);
+                    let room = f64::from(p[3]) - margin - dot(n, centre);
+                    let support: f64 = (0..3).map(|k| n[k].abs() * reach[k]).sum();
+                    if room <= 0.0 {
+                        scale = 0.0;
+                        break;
+                    }
+                    if support > 0.0 {
+                        scale = scale.min(room / support);
+                    }
+                }
+                if scale <= 0.0 {
+                    continue;
+                }
+                let half = reach.map(|r| r * scale);
+                let area = half[0] * half[1] + half[1] * half[2] + half[2] * half[0];
+                if best.is_none_or(|(_, _, a)| area > a) {
+                    best = Some((centre, half, area));
+                }
+            }
+        }
+    }
+    let (centre, half, _) = best?;
+    // Rounded inward to f32, then verified.
+    let core = [
+        std::array::from_fn(|k| next_up((centre[k] - half[k]) as f32)),
+        std::array::from_fn(|k| next_down((centre[k] + half[k]) as f32)),
+    ];
+    core_clears(planes, core).then_some(core)
+}
+
+/// Whether every corner of `core` lies at least [`CORE_MARGIN`] behind
+/// every plane (in f64) and the box is not empty.
+pub fn core_clears(planes: &[[f32; 4]], [lo, hi]: [[f32; 3]; 2]) -> bool {
+    if (0..3).any(|k| lo[k] > hi[k]) {
+        return false;
+    }
+    planes.iter().all(|p| {
+        let n = [p[0], p[1], p[2]].map(f64::from);
+        // The corner farthest along the normal.
+        let corner: [f64; 3] =
+            std::array::from_fn(|k| f64::from(if n[k] > 0.0 { hi[k] } else { lo[k] }));
+        dot(n, corner) <= f64::from(p[3]) - f64::from(CORE_MARGIN)
+    })
+}
+
+fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
+    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+}
+
+fn next_up(v: f32) -> f32 {
+    v + v.abs() * f32::EPSILON + f32::MIN_POSITIVE
+}
+
+fn next_down(v: f32) -> f32 {
+    -next_up(-v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An axial box brush's core is the box less the margin on every side.
+    #[test]
+    fn box_brush_core_is_the_box_less_the_margin() {
+        let planes = [
+            [1.0, 0.0, 0.0, 64.0],
+            [-1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 32.0],
+            [0.0, -1.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0, 8.0],
+            [0.0, 0.0, -1.0, 0.0],
+        ];
+        let core = brush_core(&planes, [[0.0; 3], [64.0, 32.0, 8.0]]).expect("a core");
+        for (got, want) in core.iter().flatten().zip([1.0, 1.0, 1.0, 63.0, 31.0, 7.0]) {
+            assert!((got - want).abs() < 1e-3, "{core:?}");
+        }
+        assert!(core_clears(&planes, core));
+    }
+
+    /// A brush thinner than twice the margin has none.
+    #[test]
+    fn thin_brush_has_no_core() {
+        let planes = [
+            [1.0, 0.0, 0.0, 64.0],
+            [-1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 64.0],
+            [0.0, -1.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0, 1.5],
+            [0.0, 0.0, -1.0, 0.0],
+        ];
+        assert_eq!(brush_core(&planes, [[0.0; 3], [64.0, 64.0, 1.5]]), None);
+    }
+
+    /// A wedge (a ramp under a sloped top): the core clears the slope.
+    #[test]
+    fn wedge_core_clears_the_slope() {
+        let s = std::f32::consts::FRAC_1_SQRT_2;
+        let planes = [
+            [1.0, 0.0, 0.0, 128.0],
+            [-1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 64.0],
+            [0.0, -1.0, 0.0, 0.0],
+            [0.0, 0.0, -1.0, 0.0],
+            // z <= 128 - x
+            [s, 0.0, s, 128.0 * s],
+        ];
+        let core = brush_core(&planes, [[0.0; 3], [128.0, 64.0, 128.0]]).expect("a core");
+        assert!(core_clears(&planes, core));
+        let [lo, hi] = core;
+        assert!((hi[0] - lo[0]) * (hi[2] - lo[2]) > 1000.0, "{core:?}");
+    }
+}

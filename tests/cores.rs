@@ -1,0 +1,192 @@
+//! Solid cores (`bspq::world::cores`), on the committed maps: each brush's
+//! core clears every side of its brush by the margin (checked here in f64,
+//! independently of the builder's own check), each node's cores lie inside
+//! their children's bounds, and any-hit, which stops at a core, still
+//! answers exactly `fraction < 1` of the BSP walk's full trace for moves
+//! aimed through, past and along the cores from just outside their brushes.
+
+mod common;
+
+use bspq::contents::{CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT};
+use bspq::trace::{any_hit_with_stats, trace, Scratch, TraceQuery};
+use bspq::world::cores::{brush_core, CORE_MARGIN};
+use bspq::world::World;
+use common::{load_world, MAPS};
+use glam::Vec3;
+
+/// SplitMix64.
+struct Rng(u64);
+
+impl Rng {
+    fn unit(&mut self) -> f32 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// Brush `b`'s sides as (normal, distance) in f64.
+fn sides(world: &World, b: usize) -> Vec<([f64; 3], f64)> {
+    let brush = &world.brushes[b];
+    world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize]
+        .iter()
+        .map(|s| {
+            let p = &world.planes[s.plane as usize];
+            (p.normal.map(f64::from), f64::from(p.dist))
+        })
+        .collect()
+}
+
+#[test]
+fn every_core_clears_its_brush_by_the_margin() {
+    for map in MAPS {
+        let loaded = load_world(map, true);
+        let world = loaded.view();
+        let (mut solid, mut cored) = (0, 0);
+        for (b, brush) in world.brushes.iter().enumerate() {
+            if brush.contents & CONTENTS_SOLID == 0 {
+                continue;
+            }
+            solid += 1;
+            let planes: Vec<[f32; 4]> = sides(&world, b)
+                .iter()
+                .map(|(n, d)| [n[0] as f32, n[1] as f32, n[2] as f32, *d as f32])
+                .collect();
+            let Some([lo, hi]) = brush_core(&planes, [brush.mins, brush.maxs]) else {
+                continue;
+            };
+            cored += 1;
+            // All eight corners, every side.
+            for corner in 0..8 {
+                let p: [f64; 3] = std::array::from_fn(|k| {
+                    f64::from(if corner >> k & 1 == 0 { lo[k] } else { hi[k] })
+                });
+                for (n, d) in sides(&world, b) {
+                    let dist = n[0] * p[0] + n[1] * p[1] + n[2] * p[2] - d;
+                    assert!(
+                        dist <= -f64::from(CORE_MARGIN),
+                        "{map}: brush {b}'s core {lo:?}..{hi:?} is {dist} from a side"
+                    );
+                }
+            }
+        }
+        // Most solid brushes of a real map are thick enough for one.
+        assert!(
+            cored * 2 > solid,
+            "{map}: only {cored} of {solid} solid brushes have a core"
+        );
+    }
+}
+
+#[test]
+fn node_cores_lie_inside_their_children() {
+    for map in MAPS {
+        let loaded = load_world(map, true);
+        let world = loaded.view();
+        let bvh = &world.kernel.bvh;
+        assert_eq!(bvh.brush_cores.len(), bvh.brushes.len(), "{map}");
+        let mut lanes = 0;
+        for (node, cores) in bvh.brushes.iter().zip(&bvh.brush_cores) {
+            for slot in 0..4 {
+                if cores.contents[slot] == 0 {
+                    continue;
+                }
+                lanes += 1;
+                assert_ne!(cores.contents[slot] & node.contents[slot], 0, "{map}");
+                for axis in 0..3 {
+                    let (lo, hi) = (cores.min[axis][slot], cores.max[axis][slot]);
+                    assert!(lo <= hi, "{map}: empty core");
+                    assert!(node.min[axis][slot] <= lo && hi <= node.max[axis][slot]);
+                    assert!(cores.owner_min[axis][slot] <= lo && hi <= cores.owner_max[axis][slot]);
+                }
+            }
+        }
+        assert!(lanes > 100, "{map}: only {lanes} lanes have a core");
+    }
+}
+
+#[test]
+fn any_hit_through_cores_is_a_full_trace_below_one() {
+    let mut rng = Rng(0x5eed_c0de);
+    for map in MAPS {
+        let loaded = load_world(map, true);
+        let world = loaded.view();
+        let reference = world.reference();
+        let bvh = &world.kernel.bvh;
+        let mut scratch = Scratch::new();
+        let (mut moves, mut hits, mut stops) = (0, 0, 0);
+        for cores in bvh.brush_cores.iter().step_by(3) {
+            for slot in 0..4 {
+                if cores.contents[slot] == 0 {
+                    continue;
+                }
+                let lane = |v: &[glam::Vec4; 3]| Vec3::new(v[0][slot], v[1][slot], v[2][slot]);
+                let (core_lo, core_hi) = (lane(&cores.min), lane(&cores.max));
+                let (owner_lo, owner_hi) = (lane(&cores.owner_min), lane(&cores.owner_max));
+                for i in 0..12 {
+                    let half = match i % 3 {
+                        0 => Vec3::ZERO,
+                        1 => Vec3::new(15.0, 15.0, 28.0),
+                        _ => Vec3::new(4.0, 4.0, 4.0),
+                    };
+                    // A start just outside the owner's cull box grown by the
+                    // box (or, one move in four, just inside it), beyond
+                    // one face.
+                    let axis = (rng.unit() * 3.0) as usize % 3;
+                    let mut start = core_lo + (core_hi - core_lo) * random_vec(&mut rng);
+                    let off = if i % 4 == 0 { -0.5 } else { rng.unit() * 4.0 };
+                    start[axis] = if rng.unit() < 0.5 {
+                        owner_hi[axis] + half[axis] + off
+                    } else {
+                        owner_lo[axis] - half[axis] - off
+                    };
+                    // An end in the core grown by the box, or near one of
+                    // its corners, inside or out by up to 2 units, or
+                    // through to the far side.
+                    let grown_lo = core_lo - half;
+                    let grown_hi = core_hi + half;
+                    let end = match i % 4 {
+                        0 | 1 => grown_lo + (grown_hi - grown_lo) * random_vec(&mut rng),
+                        2 => {
+                            let corner = Vec3::select(
+                                glam::BVec3::new(
+                                    rng.unit() < 0.5,
+                                    rng.unit() < 0.5,
+                                    rng.unit() < 0.5,
+                                ),
+                                grown_lo,
+                                grown_hi,
+                            );
+                            corner + (random_vec(&mut rng) - 0.5) * 4.0
+                        }
+                        _ => start + (grown_lo + grown_hi - start * 2.0) * 1.5,
+                    };
+                    let mask = if i % 2 == 0 {
+                        MASK_SHOT
+                    } else {
+                        MASK_PLAYERSOLID
+                    };
+                    let q = TraceQuery::boxed(start, end, -half, half, mask);
+                    let want = trace(&reference, &q, &mut scratch).fraction < 1.0;
+                    let (got, stats) = any_hit_with_stats(&world, &q, &mut scratch);
+                    assert_eq!(got, want, "{map}: {q:?}");
+                    moves += 1;
+                    hits += want as usize;
+                    stops += stats.core_stops as usize;
+                }
+            }
+        }
+        // The shortcut is taken, and not always.
+        assert!(
+            stops > moves / 4,
+            "{map}: {stops} core stops in {moves} moves"
+        );
+        assert!(hits < moves, "{map}: every move hit");
+    }
+}
+
+fn random_vec(rng: &mut Rng) -> Vec3 {
+    Vec3::new(rng.unit(), rng.unit(), rng.unit())
+}
