@@ -31,6 +31,7 @@ use super::brush::{clip_brush, BrushClip};
 use super::patch::{facet_hit, patch_in_reach};
 use super::tree::Probe;
 use super::work::{Scratch, TraceResult, TraceWork};
+use crate::contents::CONTENTS_SOLID;
 use crate::math::{splat_axes, Vec3};
 use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
 use crate::world::cores::CoreLanes;
@@ -339,11 +340,11 @@ impl Ray {
 
     /// A bitmask of the lanes whose solid core, grown by the box, the move
     /// passes through from a start outside the core's brush (outside its
-    /// cull box grown by the box), the brush's contents meeting `mask`: a
-    /// contact before the end of the move for each (see
-    /// [`crate::world::cores`]).
+    /// cull box grown by the box; a lane without a core has an unbounded
+    /// one): for a mask with solid in it, a contact before the end of the
+    /// move for each (see [`crate::world::cores`]).
     #[inline(always)]
-    pub(super) fn core_hits(&self, lanes: &CoreLanes, mask: u32) -> u32 {
+    pub(super) fn core_hits(&self, lanes: &CoreLanes) -> u32 {
         let mut near = Vec4::ZERO;
         let mut far = Vec4::ONE;
         let mut outside = BVec4A::FALSE;
@@ -355,7 +356,7 @@ impl Ray {
             outside |=
                 self.low[k].cmplt(lanes.owner_min[k]) | self.high[k].cmpgt(lanes.owner_max[k]);
         }
-        (near.cmple(far) & outside).bitmask() & lanes_in_mask(&lanes.contents, mask)
+        (near.cmple(far) & outside).bitmask()
     }
 }
 
@@ -403,16 +404,11 @@ fn run<C: Clipper, P: Probe>(
     let (start, end, half) = clipper.segment();
     let ray = Ray::new(start, end, half);
     let all_patches = clipper.patch_hits_reach_back();
-    let cores: &[CoreLanes] = if clipper.stops_at_solid_cores() {
-        &bvh.brush_cores
-    } else {
-        &[]
-    };
     walk(
         world,
         bvh,
         &bvh.brushes,
-        cores,
+        &bvh.brush_cores,
         0,
         false,
         &ray,
@@ -438,8 +434,8 @@ fn run<C: Clipper, P: Probe>(
 
 /// Searches one tree from entry `from` (the root, 0, or a subtree a packet
 /// handed over); `to_the_end`: to the end of the move, not only to the end
-/// of the nearest contact's window. `cores`: the nodes' solid cores, for an
-/// any-hit search that may stop at them (else empty).
+/// of the nearest contact's window. `cores`: the nodes' solid cores (or
+/// none), where an any-hit search may stop.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn walk<C: Clipper, P: Probe>(
@@ -458,6 +454,9 @@ pub(super) fn walk<C: Clipper, P: Probe>(
     // A loop of its own for each: the full trace's has no trace of
     // any-hit's tests (they cost it 2-3 % more instructions).
     if clipper.any_hit() {
+        // Every core belongs to a solid brush: the mask decides for all.
+        let stops = clipper.stops_at_solid_cores() && clipper.mask() & CONTENTS_SOLID != 0;
+        let cores = if stops { cores } else { &[] };
         walk_as::<C, P, true>(
             world, bvh, nodes, cores, from, to_the_end, ray, clipper, search, stack, probe,
         )
@@ -515,7 +514,7 @@ fn walk_as<C: Clipper, P: Probe, const ANY_HIT: bool>(
             if hits != 0 && !cores.is_empty() {
                 // A core lies inside its child's bounds: only a child
                 // entered can have one the move passes through.
-                if ray.core_hits(&cores[current as usize], mask) != 0 {
+                if ray.core_hits(&cores[current as usize]) != 0 {
                     probe.core_stop();
                     return Err(Stop::Hit);
                 }

@@ -19,6 +19,7 @@ use super::fast::{
 use super::work::Scratch;
 use crate::math::lanes_of;
 use crate::world::bvh::{Bvh, BvhNode, PRIMITIVE, WIDTH};
+use crate::world::cores::CoreLanes;
 use crate::world::World;
 use glam::Vec4;
 
@@ -214,11 +215,16 @@ pub(crate) fn search_packet<C: Clipper>(
         packet: &mut scratch.packet_stack,
         alone: &mut scratch.bvh_stack,
     };
-    for (nodes, to_the_end) in [(&bvh.brushes, 0), (&bvh.patches, patches_to_the_end)] {
+    let trees: [(&[BvhNode], &[CoreLanes], u32); 2] = [
+        (&bvh.brushes, &bvh.brush_cores, 0),
+        (&bvh.patches, &[], patches_to_the_end),
+    ];
+    for (nodes, cores, to_the_end) in trees {
         let tree = Tree {
             world,
             bvh,
             nodes,
+            cores,
             to_the_end,
         };
         walk(&tree, &rays, &mut members, &mut stacks);
@@ -239,6 +245,8 @@ struct Tree<'a> {
     world: &'a World<'a>,
     bvh: &'a Bvh,
     nodes: &'a [BvhNode],
+    /// Its nodes' solid cores, for a member's any-hit walk alone.
+    cores: &'a [CoreLanes],
     /// The members that search it to the end of their move rather than to
     /// their window.
     to_the_end: u32,
@@ -261,6 +269,7 @@ fn walk<C: Clipper>(tree: &Tree, rays: &Rays, members: &mut Members<C>, stacks: 
         world,
         bvh,
         nodes,
+        cores,
         to_the_end,
     } = *tree;
     let stack = &mut *stacks.packet;
@@ -276,7 +285,7 @@ fn walk<C: Clipper>(tree: &Tree, rays: &Rays, members: &mut Members<C>, stacks: 
                 world,
                 bvh,
                 nodes,
-                &[],
+                cores,
                 child,
                 to_the_end & visiting != 0,
                 &rays.alone(m),

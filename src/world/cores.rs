@@ -26,7 +26,9 @@ pub const CORE_MARGIN: f32 = 1.0;
 
 /// The cores of a node's four children in lanes (`min[axis]` holds that
 /// axis's lower core bound of children 0..4), the cull boxes of the brushes
-/// they belong to, and those brushes' contents (0: the child has no core).
+/// they belong to (unbounded for a child without a core: no start is
+/// outside it), and those brushes' contents, which all have
+/// [`CONTENTS_SOLID`] (0: the child has no core).
 #[repr(C, align(64))]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CoreLanes {
@@ -76,13 +78,12 @@ pub fn build(world: &World, nodes: &[BvhNode], brush_bounds: &[[[f32; 3]; 2]]) -
     if brush_cores.iter().all(Option::is_none) {
         return Vec::new();
     }
-    let none = Vec4::splat(0.0);
     let mut lanes = vec![
         CoreLanes {
-            min: [none; 3],
-            max: [none; 3],
-            owner_min: [none; 3],
-            owner_max: [none; 3],
+            min: [Vec4::ZERO; 3],
+            max: [Vec4::ZERO; 3],
+            owner_min: [Vec4::NEG_INFINITY; 3],
+            owner_max: [Vec4::INFINITY; 3],
             contents: [0; WIDTH],
         };
         nodes.len()
