@@ -12,7 +12,7 @@ use bspq::trace::{
     BatchResults, Scratch, TraceBatch, TraceQuery, TraceResult,
 };
 use bspq::world::World;
-use common::{load_set, load_world, parse_query, MAPS};
+use common::{load_set, load_world, parse_query, Rng, MAPS};
 
 /// Every field as bits, so that -0.0 and 0.0 (or two NaNs) are told apart.
 fn bits(r: &TraceResult) -> [u32; 12] {
@@ -30,25 +30,6 @@ fn bits(r: &TraceResult) -> [u32; 12] {
         r.contents,
         r.surface_flags,
     ]
-}
-
-/// SplitMix64 for shuffles.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, (self.next() % (i as u64 + 1)) as usize);
-        }
-    }
 }
 
 /// Every trace query of the committed oracle files of `map` (rays, boxes, extras).

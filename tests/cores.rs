@@ -11,21 +11,8 @@ use bspq::contents::{CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT};
 use bspq::trace::{any_hit_with_stats, trace, Scratch, TraceQuery};
 use bspq::world::cores::{brush_core, CORE_MARGIN};
 use bspq::world::World;
-use common::{load_world, MAPS};
+use common::{load_world, Rng, MAPS};
 use glam::Vec3;
-
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn unit(&mut self) -> f32 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
 
 /// Brush `b`'s sides as (normal, distance) in f64.
 fn sides(world: &World, b: usize) -> Vec<([f64; 3], f64)> {

@@ -14,29 +14,11 @@ use bspq::world::load::{compile_source, LoadError, LoadedWorld};
 use bspq::world::{
     Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World,
 };
+use common::Rng;
 use std::mem::offset_of;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-/// Deterministic pseudo-random numbers (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
 
 /// oa_ctf2 with curves (it has patches, so every section is non-empty),
 /// compiled once and serialised.
