@@ -37,7 +37,8 @@ fn every_core_clears_its_brush_by_the_margin() {
                 continue;
             }
             solid += 1;
-            let planes: Vec<[f32; 4]> = sides(&world, b)
+            let sides = sides(&world, b);
+            let planes: Vec<[f32; 4]> = sides
                 .iter()
                 .map(|(n, d)| [n[0] as f32, n[1] as f32, n[2] as f32, *d as f32])
                 .collect();
@@ -50,7 +51,7 @@ fn every_core_clears_its_brush_by_the_margin() {
                 let p: [f64; 3] = std::array::from_fn(|k| {
                     f64::from(if corner >> k & 1 == 0 { lo[k] } else { hi[k] })
                 });
-                for (n, d) in sides(&world, b) {
+                for &(n, d) in &sides {
                     let dist = n[0] * p[0] + n[1] * p[1] + n[2] * p[2] - d;
                     assert!(
                         dist <= -f64::from(CORE_MARGIN),

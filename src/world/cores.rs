@@ -16,6 +16,7 @@
 //! move meets, which is all any-hit answers.
 
 use super::bvh::{BvhNode, EMPTY_SLOT, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
+use super::kernel::{brush_planes, next_down, next_up};
 use super::World;
 use crate::contents::CONTENTS_SOLID;
 use glam::Vec4;
@@ -63,12 +64,11 @@ pub fn build(world: &World, nodes: &[BvhNode], brush_bounds: &[[[f32; 3]; 2]]) -
         .brushes
         .iter()
         .zip(brush_bounds)
-        .enumerate()
-        .map(|(b, (brush, &owner))| {
+        .map(|(brush, &owner)| {
             if brush.contents & CONTENTS_SOLID == 0 {
                 return None;
             }
-            brush_core(&brush_planes(world, b), [brush.mins, brush.maxs]).map(|bounds| Core {
+            brush_core(&brush_planes(world, brush), [brush.mins, brush.maxs]).map(|bounds| Core {
                 bounds,
                 owner,
                 contents: brush.contents,
@@ -114,18 +114,6 @@ pub fn build(world: &World, nodes: &[BvhNode], brush_bounds: &[[[f32; 3]; 2]]) -
         }
     }
     lanes
-}
-
-/// Brush `b`'s side planes as `[x, y, z, dist]`.
-fn brush_planes(world: &World, b: usize) -> Vec<[f32; 4]> {
-    let brush = &world.brushes[b];
-    world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize]
-        .iter()
-        .map(|side| {
-            let p = &world.planes[side.plane as usize];
-            [p.normal[0], p.normal[1], p.normal[2], p.dist]
-        })
-        .collect()
 }
 
 /// A box at least [`CORE_MARGIN`] behind every plane of `planes` (the
@@ -209,29 +197,28 @@ fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
     a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
 }
 
-fn next_up(v: f32) -> f32 {
-    v + v.abs() * f32::EPSILON + f32::MIN_POSITIVE
-}
-
-fn next_down(v: f32) -> f32 {
-    -next_up(-v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The six axial sides of the box `[0, 0, 0]..size`.
+    fn box_planes(size: [f32; 3]) -> Vec<[f32; 4]> {
+        (0..3)
+            .flat_map(|axis| {
+                let mut up = [0.0; 4];
+                up[axis] = 1.0;
+                up[3] = size[axis];
+                let mut down = [0.0; 4];
+                down[axis] = -1.0;
+                [up, down]
+            })
+            .collect()
+    }
+
     /// An axial box brush's core is the box less the margin on every side.
     #[test]
     fn box_brush_core_is_the_box_less_the_margin() {
-        let planes = [
-            [1.0, 0.0, 0.0, 64.0],
-            [-1.0, 0.0, 0.0, 0.0],
-            [0.0, 1.0, 0.0, 32.0],
-            [0.0, -1.0, 0.0, 0.0],
-            [0.0, 0.0, 1.0, 8.0],
-            [0.0, 0.0, -1.0, 0.0],
-        ];
+        let planes = box_planes([64.0, 32.0, 8.0]);
         let core = brush_core(&planes, [[0.0; 3], [64.0, 32.0, 8.0]]).expect("a core");
         for (got, want) in core.iter().flatten().zip([1.0, 1.0, 1.0, 63.0, 31.0, 7.0]) {
             assert!((got - want).abs() < 1e-3, "{core:?}");
@@ -242,14 +229,7 @@ mod tests {
     /// A brush thinner than twice the margin has none.
     #[test]
     fn thin_brush_has_no_core() {
-        let planes = [
-            [1.0, 0.0, 0.0, 64.0],
-            [-1.0, 0.0, 0.0, 0.0],
-            [0.0, 1.0, 0.0, 64.0],
-            [0.0, -1.0, 0.0, 0.0],
-            [0.0, 0.0, 1.0, 1.5],
-            [0.0, 0.0, -1.0, 0.0],
-        ];
+        let planes = box_planes([64.0, 64.0, 1.5]);
         assert_eq!(brush_core(&planes, [[0.0; 3], [64.0, 64.0, 1.5]]), None);
     }
 

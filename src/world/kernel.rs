@@ -183,7 +183,7 @@ fn brush_cull_bounds(world: &World, brush: &super::Brush) -> [[f32; 3]; 2] {
     ]
 }
 
-fn next_up(v: f32) -> f32 {
+pub(crate) fn next_up(v: f32) -> f32 {
     if v.is_finite() {
         v + v.abs() * f32::EPSILON + f32::MIN_POSITIVE
     } else {
@@ -191,7 +191,7 @@ fn next_up(v: f32) -> f32 {
     }
 }
 
-fn next_down(v: f32) -> f32 {
+pub(crate) fn next_down(v: f32) -> f32 {
     -next_up(-v)
 }
 
@@ -335,15 +335,7 @@ fn side_lanes(world: &World) -> (Vec<SideLanes>, Vec<u32>) {
             return (Vec::new(), Vec::new());
         };
         first.push(at);
-        let sides = &world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize];
-        let planes: Vec<[f32; 4]> = sides
-            .iter()
-            .map(|side| {
-                let p = &world.planes[side.plane as usize];
-                [p.normal[0], p.normal[1], p.normal[2], p.dist]
-            })
-            .collect();
-        lanes.extend(SideLanes::records(&planes));
+        lanes.extend(SideLanes::records(&brush_planes(world, brush)));
         let bevels: Vec<[f32; 4]> = world
             .shape_bevels_of(b)
             .iter()
@@ -355,6 +347,17 @@ fn side_lanes(world: &World) -> (Vec<SideLanes>, Vec<u32>) {
         lanes.extend(SideLanes::records(&bevels));
     }
     (lanes, first)
+}
+
+/// A brush's side planes as `[x, y, z, dist]`, in side order.
+pub(crate) fn brush_planes(world: &World, brush: &super::Brush) -> Vec<[f32; 4]> {
+    world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize]
+        .iter()
+        .map(|side| {
+            let p = &world.planes[side.plane as usize];
+            [p.normal[0], p.normal[1], p.normal[2], p.dist]
+        })
+        .collect()
 }
 
 fn union(a: [[f32; 3]; 2], b: [[f32; 3]; 2]) -> [[f32; 3]; 2] {
