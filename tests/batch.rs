@@ -12,25 +12,7 @@ use bspq::trace::{
     BatchResults, Scratch, TraceBatch, TraceQuery, TraceResult,
 };
 use bspq::world::World;
-use common::{load_set, load_world, parse_query, Rng, MAPS};
-
-/// Every field as bits, so that -0.0 and 0.0 (or two NaNs) are told apart.
-fn bits(r: &TraceResult) -> [u32; 12] {
-    [
-        r.fraction.to_bits(),
-        r.endpos.x.to_bits(),
-        r.endpos.y.to_bits(),
-        r.endpos.z.to_bits(),
-        r.normal.x.to_bits(),
-        r.normal.y.to_bits(),
-        r.normal.z.to_bits(),
-        r.dist.to_bits(),
-        r.startsolid as u32,
-        r.allsolid as u32,
-        r.contents,
-        r.surface_flags,
-    ]
-}
+use common::{load_set, load_world, parse_query, result_bits, Rng, MAPS};
 
 /// Every trace query of the committed oracle files of `map` (rays, boxes, extras).
 fn traces(map: &str) -> Vec<TraceQuery> {
@@ -66,8 +48,8 @@ fn check_map(map: &str, curves: bool) {
     let mut scratch = Scratch::new();
     for (i, q) in queries.iter().enumerate() {
         assert_eq!(
-            bits(&trace(&world, q, &mut scratch)),
-            bits(&expected[i]),
+            result_bits(&trace(&world, q, &mut scratch)),
+            result_bits(&expected[i]),
             "{map}: query {i} {q:?}"
         );
     }
@@ -80,8 +62,8 @@ fn check_map(map: &str, curves: bool) {
     for (i, q) in queries.iter().enumerate() {
         let want = trace(&compiled_file, q, &mut scratch);
         assert_eq!(
-            bits(&trace(&compiled, q, &mut scratch)),
-            bits(&want),
+            result_bits(&trace(&compiled, q, &mut scratch)),
+            result_bits(&want),
             "{map}: query {i} without the source tree {q:?}"
         );
     }
@@ -104,8 +86,8 @@ fn check_map(map: &str, curves: bool) {
                 assert_eq!(got.len(), batch.len());
                 for (r, &i) in got.iter().zip(chunk) {
                     assert_eq!(
-                        bits(r),
-                        bits(&expected[i]),
+                        result_bits(r),
+                        result_bits(&expected[i]),
                         "{map}: query {i} in a batch of {size} on {threads} threads (packets: {packets})"
                     );
                 }
@@ -156,8 +138,8 @@ fn check_map(map: &str, curves: bool) {
             for (k, &i) in members.iter().enumerate() {
                 let r = out.get(k).expect("one answer per query");
                 assert_eq!(
-                    bits(&r),
-                    bits(&expected[i]),
+                    result_bits(&r),
+                    result_bits(&expected[i]),
                     "{map}: SoA query {i} (packets: {packets})"
                 );
                 assert_eq!(
@@ -364,7 +346,11 @@ fn grazing_moves_match_the_reference_walk() {
             );
             let want = trace(&reference, &q, &mut scratch);
             let got = trace(&world, &q, &mut scratch);
-            assert_eq!(bits(&got), bits(&want), "{map}: grazing move {i} {q:?}");
+            assert_eq!(
+                result_bits(&got),
+                result_bits(&want),
+                "{map}: grazing move {i} {q:?}"
+            );
             assert_eq!(
                 any_hit(&world, &q, &mut scratch),
                 want.fraction < 1.0,
@@ -395,7 +381,11 @@ fn assert_packets_answer_as_alone(
     };
     let got = trace_queries(world, &queries, &options);
     for (i, ((q, want), r)) in moves.iter().zip(&got).enumerate() {
-        assert_eq!(bits(r), bits(want), "{map}: move {i} in a packet {q:?}");
+        assert_eq!(
+            result_bits(r),
+            result_bits(want),
+            "{map}: move {i} in a packet {q:?}"
+        );
     }
 }
 
@@ -463,7 +453,11 @@ fn moves_near_patches_and_shape_grazes_match_the_reference_walk() {
             };
             let want = trace(&reference, &q, &mut scratch);
             let got = trace(&world, &q, &mut scratch);
-            assert_eq!(bits(&got), bits(&want), "{map}: move {i} {q:?}");
+            assert_eq!(
+                result_bits(&got),
+                result_bits(&want),
+                "{map}: move {i} {q:?}"
+            );
             assert_eq!(
                 any_hit(&world, &q, &mut scratch),
                 want.fraction < 1.0,
@@ -624,8 +618,8 @@ fn a_scratch_moving_between_worlds_answers_as_a_fresh_one() {
             for (i, q) in queries.iter().enumerate() {
                 let want = trace(world, q, &mut Scratch::new());
                 assert_eq!(
-                    bits(&trace(world, q, &mut shared)),
-                    bits(&want),
+                    result_bits(&trace(world, q, &mut shared)),
+                    result_bits(&want),
                     "round {round}, position test {i} {q:?}"
                 );
                 solid += want.startsolid as usize;

@@ -154,3 +154,38 @@ fn a_missing_world_is_an_error() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `bspq check` on each committed map: the fast paths agree with the walk
+/// on its random moves, and it says so with exit status 0.
+#[test]
+fn check_finds_the_fast_paths_equal_to_the_walk() {
+    for map in common::MAPS {
+        let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args(["check", "--moves", "5000", "--world"])
+            .arg(common::map_path(map))
+            .output()
+            .expect("bspq runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{map}: {text}");
+        assert!(
+            text.contains("moves                        5000"),
+            "{map}: {text}"
+        );
+        let differ: Vec<&str> = text.lines().filter(|l| l.contains(" differ")).collect();
+        assert_eq!(differ.len(), 4, "{map}: {text}");
+        for line in differ {
+            assert!(line.contains(" 0 of 5000 differ"), "{map}: {line}");
+        }
+    }
+}
+
+#[test]
+fn check_rejects_zero_moves() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["check", "--moves", "0", "--world"])
+        .arg(common::map_path("oa_ctf2"))
+        .output()
+        .expect("bspq runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--moves"));
+}

@@ -123,6 +123,10 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         whole,
         bvh.unbounded.len()
     );
+    let (brushes, facets) = world.kernel.unlisted.counts();
+    println!(
+        "unlisted         {brushes} brushes, {facets} facets reach where the source's tree does not list them"
+    );
     println!("bevels added     {}", info.bevels_added);
     println!("compile time     {:.1} ms", info.compile_seconds * 1000.0);
     let how = match loaded.file_layout() {

@@ -2,6 +2,7 @@
 
 mod accuracy;
 mod bench;
+mod check;
 mod compile;
 mod conformance;
 mod health;
@@ -38,6 +39,8 @@ enum Command {
     Compile(compile::CompileArgs),
     /// Print what a world holds: counts, bounds, compile time.
     Inspect(inspect::InspectArgs),
+    /// Check the fast trace, any-hit and batches against the walk over the map's own tree, on random moves.
+    Check(check::CheckArgs),
     /// Compare answers with reference answers and print match rates.
     Conformance(conformance::ConformanceArgs),
     /// Measure kernel throughput on a query file, side by side with parry3d.
@@ -144,6 +147,7 @@ pub fn run() -> ExitCode {
         Command::Load(args) => load::run(args),
         Command::Health(args) => health::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Check(args) => check::run(args),
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Accuracy(args) => accuracy::run(args),

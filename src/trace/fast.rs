@@ -404,6 +404,10 @@ fn run<C: Clipper, P: Probe>(
     let (start, end, half) = clipper.segment();
     let ray = Ray::new(start, end, half);
     let all_patches = clipper.patch_hits_reach_back();
+    if all_patches && world.kernel.border_starts.may_hold(start) {
+        // It may meet a facet far outside the facet's bounds.
+        return Err(Stop::Undecided);
+    }
     walk(
         world,
         bvh,
@@ -722,9 +726,30 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
 ) -> Result<(), Stop> {
     let index = (reference & INDEX) as usize;
     let any_hit = clipper.any_hit();
+    // Whether the reference meets what the clip met: not always where a
+    // primitive reaches out of the leaves of the source's tree that list it
+    // (see `world::listing`). A contact elsewhere lies in a leaf that lists
+    // it, which the walk reaches no later than the contact; near such a
+    // piece (the box where the move makes the contact, or starts, when it
+    // starts inside) the walk decides.
+    let unlisted = &world.kernel.unlisted;
+    let box_at = |frac: f32| {
+        let (start, end, half) = clipper.segment();
+        let centre = start + (end - start) * frac;
+        (centre - half, centre + half)
+    };
     if reference & (PATCH | FACET) == 0 {
         probe.brush();
-        match clipper.brush(world, index) {
+        let clipped = clipper.brush(world, index);
+        let at = match clipped {
+            Clipped::Miss => return Ok(()),
+            Clipped::Inside { .. } => 0.0,
+            Clipped::Enter { frac, .. } => frac,
+        };
+        if unlisted.brush_near(index, || box_at(at)) {
+            return Err(Stop::Undecided);
+        }
+        match clipped {
             Clipped::Miss => Ok(()),
             Clipped::Inside { gets_out: true } => {
                 search.startsolid = true;
@@ -738,14 +763,22 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
     } else if reference & FACET != 0 {
         let patch = bvh.facet_patch[index] as usize;
         probe.patch();
-        match clipper.facet(world, patch, index, search.window) {
-            None => Ok(()),
-            Some(_) if any_hit => Err(Stop::Hit),
-            Some(hit) => search.offer(hit.frac, hit.window, hit.contact),
+        let Some(hit) = clipper.facet(world, patch, index, search.window) else {
+            return Ok(());
+        };
+        if unlisted.facet_near(index, || box_at(hit.frac)) {
+            Err(Stop::Undecided)
+        } else if any_hit {
+            Err(Stop::Hit)
+        } else {
+            search.offer(hit.frac, hit.window, hit.contact)
         }
     } else {
         probe.patch();
         clipper.patch(world, index, |hit| {
+            if unlisted.patch_near(index, || box_at(hit.frac)) {
+                return Err(Stop::Undecided);
+            }
             if any_hit {
                 return Err(Stop::Hit);
             }

@@ -185,7 +185,10 @@ pub(crate) fn trace_packet(
     for (i, &q) in queries.iter().enumerate() {
         let mut work = TraceWork::new(q);
         work.stop_at_any_hit = any_hit;
-        if packs && q.shape.is_none() && !work.is_position_test() {
+        // (A ray that may start on a facet's border plane goes alone: see
+        // `world::border_starts`.)
+        let alone = work.is_point && world.kernel.border_starts.may_hold(work.start);
+        if packs && q.shape.is_none() && !work.is_position_test() && !alone {
             moving[works.len()] = i;
             works.push(work);
         } else if any_hit {

@@ -24,6 +24,7 @@
 
 use super::cores::CoreLanes;
 use super::kernel::CULL_MARGIN;
+use super::listing::Unlisted;
 use super::World;
 use glam::Vec4;
 
@@ -101,7 +102,7 @@ impl Item {
 /// Builds the trees over `world`'s brushes (with their cull boxes from
 /// `brush_bounds`) and patches. Primitives with no contents are left out:
 /// no mask selects them.
-pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Bvh {
+pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted) -> Bvh {
     let mut brush_items = Vec::with_capacity(world.brushes.len());
     let mut unbounded = Vec::new();
     for (i, (brush, bounds)) in world.brushes.iter().zip(brush_bounds).enumerate() {
@@ -172,7 +173,7 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Bvh {
     };
     let brushes = tree(&mut brush_items);
     let patches = tree(&mut patch_items);
-    let brush_cores = super::cores::build(world, &brushes, brush_bounds);
+    let brush_cores = super::cores::build(world, &brushes, brush_bounds, unlisted);
     let stack_depth = stack_depth(&brushes).max(stack_depth(&patches));
     Bvh {
         brushes,

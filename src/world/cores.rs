@@ -17,6 +17,7 @@
 
 use super::bvh::{BvhNode, EMPTY_SLOT, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
 use super::kernel::{brush_planes, next_down, next_up};
+use super::listing::Unlisted;
 use super::World;
 use crate::contents::CONTENTS_SOLID;
 use glam::Vec4;
@@ -59,13 +60,21 @@ impl Core {
 
 /// The cores of `nodes`' children (same indices as `nodes`); empty when no
 /// solid brush has a core. `brush_bounds`: each brush's cull box.
-pub fn build(world: &World, nodes: &[BvhNode], brush_bounds: &[[[f32; 3]; 2]]) -> Vec<CoreLanes> {
+pub fn build(
+    world: &World,
+    nodes: &[BvhNode],
+    brush_bounds: &[[[f32; 3]; 2]],
+    unlisted: &Unlisted,
+) -> Vec<CoreLanes> {
     let brush_cores: Vec<Option<Core>> = world
         .brushes
         .iter()
         .zip(brush_bounds)
-        .map(|(brush, &owner)| {
-            if brush.contents & CONTENTS_SOLID == 0 {
+        .enumerate()
+        .map(|(b, (brush, &owner))| {
+            // A brush the source's tree does not list everywhere may be
+            // passed through by the reference: no core.
+            if brush.contents & CONTENTS_SOLID == 0 || unlisted.brush(b) {
                 return None;
             }
             brush_core(&brush_planes(world, brush), [brush.mins, brush.maxs]).map(|bounds| Core {

@@ -18,7 +18,9 @@
 //! writes anything, see `trace::brush`); brushes without all six, and
 //! patches, get unbounded boxes and are never skipped.
 
+use super::border_starts::BorderStarts;
 use super::bvh::Bvh;
+use super::listing::Unlisted;
 use super::World;
 use glam::{Vec3A, Vec4};
 
@@ -107,6 +109,13 @@ pub struct KernelTree {
     /// The brushes and patches in a four-wide bounding-volume hierarchy, for
     /// the fast trace ([`super::bvh`]).
     pub bvh: Bvh,
+    /// The brushes and facets the source's tree does not list everywhere
+    /// they reach: the fast trace leaves contacts with them to the walk
+    /// ([`super::listing`]).
+    pub unlisted: Unlisted,
+    /// Where a ray starting on a facet's border plane may meet the facet
+    /// outside its bounds: such rays take the walk ([`super::border_starts`]).
+    pub border_starts: BorderStarts,
 }
 
 /// Where a facet's planes start in [`KernelTree::facet_lanes`], and which of
@@ -139,6 +148,8 @@ pub static EMPTY: KernelTree = KernelTree {
     facet_lanes: Vec::new(),
     facets: Vec::new(),
     bvh: Bvh::EMPTY,
+    unlisted: Unlisted::EMPTY,
+    border_starts: BorderStarts::NONE,
 };
 
 impl KernelTree {
@@ -274,7 +285,8 @@ pub fn build(world: &World) -> KernelTree {
     }
     let (side_lanes, brush_lanes) = side_lanes(world);
     let (facet_lanes, facets) = facet_lanes(world);
-    let bvh = super::bvh::build(world, &brush_bounds);
+    let unlisted = super::listing::find(world);
+    let bvh = super::bvh::build(world, &brush_bounds, &unlisted);
     KernelTree {
         nodes,
         brush_bounds,
@@ -283,6 +295,8 @@ pub fn build(world: &World) -> KernelTree {
         facet_lanes,
         facets,
         bvh,
+        unlisted,
+        border_starts: BorderStarts::build(world),
     }
 }
 

@@ -2,10 +2,12 @@
 //! them validated once, read by the kernel without further checks.
 
 pub mod bevels;
+pub mod border_starts;
 pub mod bvh;
 pub mod cores;
 pub mod format;
 pub mod kernel;
+pub mod listing;
 pub mod load;
 pub mod onion_kernel;
 pub mod validate;

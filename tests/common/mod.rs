@@ -7,6 +7,7 @@ pub mod server;
 use bspq::compile::CompileOptions;
 use bspq::conformance::read_lines;
 use bspq::query::{Query, QueryLine};
+use bspq::trace::TraceResult;
 use bspq::world::load::{open_world, LoadedWorld, WorldSpec};
 use std::path::PathBuf;
 
@@ -138,4 +139,23 @@ impl Rng {
             v.swap(i, (self.next() % (i as u64 + 1)) as usize);
         }
     }
+}
+
+/// Every field of a trace's answer as bits, so that -0.0 and 0.0 (or two
+/// NaNs) are told apart.
+pub fn result_bits(r: &TraceResult) -> [u32; 12] {
+    [
+        r.fraction.to_bits(),
+        r.endpos.x.to_bits(),
+        r.endpos.y.to_bits(),
+        r.endpos.z.to_bits(),
+        r.normal.x.to_bits(),
+        r.normal.y.to_bits(),
+        r.normal.z.to_bits(),
+        r.dist.to_bits(),
+        r.startsolid as u32,
+        r.allsolid as u32,
+        r.contents,
+        r.surface_flags,
+    ]
 }

@@ -1,0 +1,214 @@
+//! `bspq check`: the fast paths against the walk over the source's tree, on
+//! random moves through one world, before that world goes to production.
+//!
+//! The walk over the map's own tree is what the conformance tests hold to
+//! the reference answers; the fast trace, any-hit and batches must give
+//! its answers bit for bit. The conformance data covers the maps it was
+//! made on; this command covers any map.
+
+use super::WorldArgs;
+use anyhow::bail;
+use bspq::math::XorShift;
+use bspq::query::QueryLine;
+use bspq::trace::{
+    any_hit, point_contents, trace, trace_queries, BatchOptions, Scratch, TraceQuery, TraceResult,
+};
+use bspq::world::World;
+use clap::Args;
+use glam::Vec3;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    world: WorldArgs,
+    /// Random moves to trace (rays and boxes of several sizes and masks).
+    #[arg(long, default_value_t = 20_000)]
+    moves: usize,
+    /// Seed of the moves (the same seed gives the same moves).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// Box sizes: a ray, Quake 3's standing and crouching player, a small
+/// projectile, an uneven box.
+const BOXES: [([f32; 3], [f32; 3]); 5] = [
+    ([0.0; 3], [0.0; 3]),
+    ([-15.0, -15.0, -24.0], [15.0, 15.0, 32.0]),
+    ([-15.0, -15.0, -24.0], [15.0, 15.0, 16.0]),
+    ([-4.0; 3], [4.0; 3]),
+    ([-1.0, -2.0, -3.0], [5.0, 2.0, 1.0]),
+];
+
+/// Masks: solid, player solid, shot, water and lava, everything.
+const MASKS: [u32; 5] = [1, 0x0201_0001, 0x0600_0001, 0x38, u32::MAX];
+
+pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    if args.moves == 0 {
+        bail!("--moves must be at least 1");
+    }
+    let loaded = args.world.open()?;
+    let world = loaded.view();
+    let mut rng = XorShift(args.seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let moves = random_moves(&world, &mut rng, args.moves);
+    let walk = world.reference();
+    let mut scratch = Scratch::new();
+    let expected: Vec<TraceResult> = moves
+        .iter()
+        .map(|q| trace(&walk, q, &mut scratch))
+        .collect();
+    let touching = expected.iter().filter(|r| r.fraction < 1.0).count();
+    println!(
+        "moves                        {} ({:.0} % touch something)",
+        moves.len(),
+        100.0 * touching as f64 / moves.len() as f64
+    );
+    let mut failed = false;
+    let mut report = |what: &str, wrong: Vec<usize>, got: &dyn Fn(usize) -> String| {
+        println!("{what:<28} {} of {} differ", wrong.len(), moves.len());
+        if let Some(&i) = wrong.first() {
+            failed = true;
+            println!("  first: {}", query_line(&moves[i]));
+            println!("  walk:  {:?}", expected[i]);
+            println!("  got:   {}", got(i));
+        }
+    };
+    let fast: Vec<TraceResult> = moves
+        .iter()
+        .map(|q| trace(&world, q, &mut scratch))
+        .collect();
+    report("fast trace vs walk", differing(&fast, &expected), &|i| {
+        format!("{:?}", fast[i])
+    });
+    let hits: Vec<bool> = moves
+        .iter()
+        .map(|q| any_hit(&world, q, &mut scratch))
+        .collect();
+    let wrong = (0..moves.len())
+        .filter(|&i| hits[i] != (expected[i].fraction < 1.0))
+        .collect();
+    report("any-hit vs walk", wrong, &|i| format!("hit: {}", hits[i]));
+    for (name, options) in [
+        (
+            "batch, 2 threads",
+            BatchOptions {
+                threads: 2,
+                min_per_thread: 64,
+                ..BatchOptions::single_thread()
+            },
+        ),
+        (
+            "batch in packets",
+            BatchOptions {
+                packets: true,
+                ..BatchOptions::single_thread()
+            },
+        ),
+    ] {
+        let batch = trace_queries(&world, &moves, &options);
+        report(
+            &format!("{name} vs walk"),
+            differing(&batch, &expected),
+            &|i| format!("{:?}", batch[i]),
+        );
+    }
+    let (brushes, facets) = world.kernel.unlisted.counts();
+    println!(
+        "unlisted pieces              {brushes} brushes, {facets} facets (contacts near them take the walk)"
+    );
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Indices whose answers differ in any bit.
+fn differing(got: &[TraceResult], expected: &[TraceResult]) -> Vec<usize> {
+    let bits = |r: &TraceResult| {
+        (
+            [r.fraction, r.dist].map(f32::to_bits),
+            r.endpos.to_array().map(f32::to_bits),
+            r.normal.to_array().map(f32::to_bits),
+            (r.startsolid, r.allsolid, r.contents, r.surface_flags),
+        )
+    };
+    (0..got.len())
+        .filter(|&i| bits(&got[i]) != bits(&expected[i]))
+        .collect()
+}
+
+/// The move as a query line for `bspq trace`.
+fn query_line(q: &TraceQuery) -> String {
+    let v = |v: Vec3| v.to_array().map(f64::from);
+    let line = QueryLine {
+        start: Some(v(q.start)),
+        end: Some(v(q.end)),
+        mins: Some(v(q.mins)),
+        maxs: Some(v(q.maxs)),
+        mask: Some(q.mask),
+        ..Default::default()
+    };
+    // Serialising plain numbers cannot fail.
+    serde_json::to_string(&line).unwrap_or_default()
+}
+
+/// Moves from points in the world's bounds on the 1/8-unit grid (most in
+/// empty space), straight down, along an axis, level or any way, from 1
+/// to 4 000 units long, and slides along the planes some of them hit.
+fn random_moves(world: &World, rng: &mut XorShift, count: usize) -> Vec<TraceQuery> {
+    let (lo, hi) = (Vec3::from(world.mins), Vec3::from(world.maxs));
+    let snap = |v: Vec3| (v * 8.0).round() / 8.0;
+    let point =
+        |rng: &mut XorShift| snap(lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit()));
+    let mut empty = Vec::new();
+    for _ in 0..count.min(50_000) * 2 {
+        let p = point(rng);
+        if point_contents(world, p) & 1 == 0 {
+            empty.push(p);
+        }
+    }
+    let below = |rng: &mut XorShift, n: usize| (rng.next_u64() % n as u64) as usize;
+    let mut moves = Vec::with_capacity(count);
+    while moves.len() < count {
+        let start = if !empty.is_empty() && rng.unit() < 0.85 {
+            empty[below(rng, empty.len())]
+        } else {
+            point(rng)
+        };
+        let length = [
+            1.0 + 63.0 * rng.unit(),
+            64.0 + 448.0 * rng.unit(),
+            512.0 + 3488.0 * rng.unit(),
+        ][below(rng, 3)];
+        let dir = match below(rng, 4) {
+            0 => Vec3::NEG_Z,
+            1 => [Vec3::X, Vec3::Y, Vec3::Z, Vec3::NEG_X, Vec3::NEG_Y][below(rng, 5)],
+            2 => Vec3::new(rng.unit() - 0.5, rng.unit() - 0.5, 0.0).normalize_or(Vec3::X),
+            _ => Vec3::new(rng.unit() - 0.5, rng.unit() - 0.5, rng.unit() - 0.5)
+                .normalize_or(Vec3::Z),
+        };
+        let end = snap(start + dir * length);
+        let (mins, maxs) = BOXES[below(rng, BOXES.len())];
+        let mask = MASKS[below(rng, MASKS.len())];
+        let q = TraceQuery::boxed(start, end, Vec3::from(mins), Vec3::from(maxs), mask);
+        // Every fourth move that hits something also slides along the plane.
+        let slide = moves.len() % 4 == 0 && moves.len() + 1 < count;
+        moves.push(q.clone());
+        if slide {
+            let r = trace(world, &q, &mut Scratch::new());
+            if r.fraction > 0.0 && r.fraction < 1.0 && !r.startsolid {
+                let rest = q.end - r.endpos;
+                let along = rest - r.normal * rest.dot(r.normal);
+                moves.push(TraceQuery::boxed(
+                    r.endpos,
+                    snap(r.endpos + along),
+                    q.mins,
+                    q.maxs,
+                    q.mask,
+                ));
+            }
+        }
+    }
+    moves
+}

@@ -1,0 +1,179 @@
+//! Where a ray meets a patch facet outside the facet.
+//!
+//! A ray's facet test (`trace::patch`) asks, per border, whether the ray
+//! crosses the surface on the border's inner side, from where the ray
+//! crosses the border; a ray that starts exactly on a border plane crosses
+//! it at fraction 0, which that test counts as never, so the border lets
+//! the ray through wherever it goes. The reference does the same, so such
+//! a ray meets the facet wherever the facet's surface plane crosses it, far
+//! outside the facet's bounds, whenever its walk passes a leaf listing the
+//! patch. The fast trace cannot see that from the bounds it searches by,
+//! so rays starting on such a plane are left to the walk.
+//!
+//! Starting exactly on a slanted plane needs the rounded dot product to
+//! come out exactly zero; on an axial plane it takes one coordinate equal
+//! to the plane's, which 1/8-unit grids of start points hit. This set holds
+//! the coordinates of the axial border planes (of their own orientation,
+//! as the test uses them) of every facet.
+
+use super::listing::facet_polygon_without;
+use super::World;
+use crate::math::{DVec3, PLANE_SIDE_EPSILON};
+use glam::Vec3A;
+
+/// A set of coordinates, any axis (a start coordinate matching another
+/// axis's plane only sends that ray to the walk, which is always right).
+/// Every ray asks it three times, and nearly every answer is no: a blocked
+/// Bloom filter (two bits of one 64-bit word per coordinate, 4 KiB)
+/// answers nearly all of those without a branch, the table the rest.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BorderStarts {
+    /// [`FILTER_WORDS`] words; a member's two bits set in its word.
+    filter: Vec<u64>,
+    /// Open addressing on the coordinates' bits; [`EMPTY`] marks a free slot.
+    slots: Vec<u32>,
+    /// `32 - log2(slots.len())`.
+    shift: u32,
+}
+
+/// Words in the filter: with the few hundred coordinates of a map with
+/// many patches, about one start coordinate in a hundred gets past it.
+const FILTER_WORDS: usize = 512;
+
+/// Not the bits of any finite coordinate (a NaN).
+const EMPTY: u32 = u32::MAX;
+
+impl BorderStarts {
+    pub const NONE: BorderStarts = BorderStarts {
+        filter: Vec::new(),
+        slots: Vec::new(),
+        shift: 0,
+    };
+
+    /// The coordinates of `world`'s facets' axial border planes that matter:
+    /// those that alone bound an edge of their facet (without them the
+    /// facet would reach further; a border that only touches a corner, or
+    /// shares its edge with another border, bounds nothing the others do
+    /// not).
+    pub fn build(world: &World) -> BorderStarts {
+        let mut values = Vec::new();
+        for (f, facet) in world.facets.iter().enumerate() {
+            let borders =
+                &world.facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
+            let polygon = facet_polygon_without(world, f, None);
+            let points = &polygon.points;
+            let [sx, sy, sz, _] = world
+                .patch_planes
+                .get(facet.surface_plane as usize)
+                .map_or([0.0; 4], |p| p.plane.map(f64::from));
+            let surface = DVec3::new(sx, sy, sz);
+            for (i, &p) in points.iter().enumerate() {
+                let q = points[(i + 1) % points.len()];
+                let mut sole = None;
+                let mut supports = 0;
+                for border in borders {
+                    let Some(plane) = world.patch_planes.get(border.plane as usize) else {
+                        continue;
+                    };
+                    let [x, y, z, dist] = plane.plane.map(f64::from);
+                    let n = DVec3::new(x, y, z);
+                    // (The surface plane's back holds every edge.)
+                    if n.dot(surface).abs() > 1.0 - 1e-5 {
+                        continue;
+                    }
+                    if (p.dot(n) - dist).abs() <= PLANE_SIDE_EPSILON
+                        && (q.dot(n) - dist).abs() <= PLANE_SIDE_EPSILON
+                    {
+                        supports += 1;
+                        sole = Some((border, plane.plane));
+                    }
+                }
+                let Some((border, [x, y, z, dist])) = sole.filter(|_| supports == 1) else {
+                    continue;
+                };
+                // An inward border is used flipped: a ray starting on it is
+                // outside the facet on that side, as the test finds.
+                let n = [x, y, z];
+                let Some(axis) = (0..3).find(|&a| n[a].abs() == 1.0) else {
+                    continue;
+                };
+                if border.inward != 0 || !dist.is_finite() {
+                    continue;
+                }
+                // `n · start - dist == 0` with `n = ±e`: start = ±dist.
+                let v = dist * n[axis];
+                values.push(v.to_bits());
+                if v == 0.0 {
+                    values.push((-v).to_bits());
+                }
+            }
+        }
+        if values.is_empty() {
+            return BorderStarts::NONE;
+        }
+        values.sort_unstable();
+        values.dedup();
+        let size = (values.len() * 4).next_power_of_two().max(16);
+        let mut set = BorderStarts {
+            filter: vec![0; FILTER_WORDS],
+            slots: vec![EMPTY; size],
+            shift: 32 - size.trailing_zeros(),
+        };
+        for v in values {
+            let (word, bit) = filter_bit(v);
+            set.filter[word] |= bit;
+            let mut slot = set.home(v);
+            while set.slots[slot] != EMPTY {
+                slot = (slot + 1) & (size - 1);
+            }
+            set.slots[slot] = v;
+        }
+        set
+    }
+
+    #[inline(always)]
+    fn home(&self, bits: u32) -> usize {
+        (bits.wrapping_mul(0x9E37_79B1) >> self.shift) as usize
+    }
+
+    #[inline(always)]
+    fn holds(&self, v: f32) -> bool {
+        let bits = v.to_bits();
+        let mask = self.slots.len() - 1;
+        let mut slot = self.home(bits);
+        loop {
+            match self.slots[slot] {
+                EMPTY => return false,
+                x if x == bits => return true,
+                _ => slot = (slot + 1) & mask,
+            }
+        }
+    }
+
+    /// Whether the filter lets `v` through (it always does for a member).
+    #[inline(always)]
+    fn passes(&self, v: f32) -> bool {
+        let (word, bit) = filter_bit(v.to_bits());
+        self.filter.get(word).is_some_and(|w| w & bit == bit)
+    }
+
+    /// Whether a ray starting at `start` may start on a facet's border plane.
+    #[inline(always)]
+    pub fn may_hold(&self, start: Vec3A) -> bool {
+        if self.filter.is_empty() {
+            return false;
+        }
+        // Non-short-circuiting: three loads and one branch.
+        let suspect = self.passes(start.x) | self.passes(start.y) | self.passes(start.z);
+        suspect && (self.holds(start.x) || self.holds(start.y) || self.holds(start.z))
+    }
+}
+
+/// A coordinate's word in the filter and its two bits there (from a
+/// different hash than the table's).
+#[inline(always)]
+fn filter_bit(bits: u32) -> (usize, u64) {
+    let h = u64::from(bits).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let word = (h >> (64 - FILTER_WORDS.trailing_zeros())) as usize;
+    (word, 1 << (h & 63) | 1 << ((h >> 6) & 63))
+}
