@@ -189,3 +189,26 @@ fn check_rejects_zero_moves() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--moves"));
 }
+
+/// A report whose reader stops early ends quietly: no panic message when
+/// stdout is a closed pipe (`bspq inspect … | head`).
+#[test]
+fn a_closed_stdout_ends_a_report_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["inspect", "--world"])
+        .arg(common::map_path("oa_ctf2"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bspq runs");
+    // Close the reading end before the world is loaded and printed.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("bspq ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        out.status.success() || out.status.code() == Some(141),
+        "{:?} {stderr}",
+        out.status
+    );
+}

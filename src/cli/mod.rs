@@ -140,6 +140,9 @@ pub fn run() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if !matches!(cli.command, Command::Serve(_)) {
+        end_quietly_on_closed_stdout();
+    }
     let result = match cli.command {
         Command::Trace(args) => trace::run(args),
         Command::Serve(args) => serve::run_serve(args),
@@ -159,4 +162,24 @@ pub fn run() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A report piped into a reader that stops early (`bspq inspect … | head`)
+/// ends the command quietly, with the status a shell gives a process its
+/// closed pipe stopped (128 + SIGPIPE), as other command-line tools do,
+/// instead of printing a panic: `println!` panics when stdout is gone.
+/// Not for `serve`, whose stdout is its log.
+fn end_quietly_on_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
 }
