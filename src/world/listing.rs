@@ -11,13 +11,16 @@
 //! reference passes through the brush or facet without meeting it.
 //!
 //! The fast trace (`trace::fast`) meets every primitive near the move, so
-//! it must not answer from a contact with one of these: this module finds
-//! them at load. Each brush's polyhedron and each facet's polygon is cut
-//! down the source's tree; a primitive is *unlisted* when a piece of it
-//! reaches a leaf that does not list it. Pieces within
-//! [`PLANE_SIDE_EPSILON`] of a node plane go to both sides (a move that
-//! touches them comes within the walk's slack of both), so the test errs
-//! towards "unlisted", which only costs the walk's time.
+//! it must not answer from a contact near such a piece: this module finds
+//! the pieces at load. Each brush's polyhedron and each facet's polygon is
+//! cut down the source's tree, and the bounds of the pieces that end in a
+//! leaf not listing their primitive are kept per primitive; a contact
+//! whose box comes within them goes to the walk, and a contact anywhere
+//! else lies in a leaf that lists the primitive, which the walk reaches no
+//! later than the contact. Pieces within [`PLANE_SIDE_EPSILON`] of a node
+//! plane go to both sides (a move that touches them comes within the
+//! walk's slack of both), so the search errs towards "unlisted", which
+//! only costs the walk's time.
 
 use super::kernel::{next_down, next_up};
 use super::World;
