@@ -25,29 +25,23 @@ use glam::Vec3A;
 /// axis's plane only sends that ray to the walk, which is always right).
 /// Every ray asks it three times, and nearly every answer is no: a blocked
 /// Bloom filter (two bits of one 64-bit word per coordinate, 4 KiB)
-/// answers nearly all of those without a branch, the table the rest.
+/// answers nearly all of those without a branch, a binary search the rest.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BorderStarts {
     /// [`FILTER_WORDS`] words; a member's two bits set in its word.
     filter: Vec<u64>,
-    /// Open addressing on the coordinates' bits; [`EMPTY`] marks a free slot.
-    slots: Vec<u32>,
-    /// `32 - log2(slots.len())`.
-    shift: u32,
+    /// The coordinates' bits, sorted.
+    values: Vec<u32>,
 }
 
 /// Words in the filter: with the few hundred coordinates of a map with
 /// many patches, about one start coordinate in a hundred gets past it.
 const FILTER_WORDS: usize = 512;
 
-/// Not the bits of any finite coordinate (a NaN).
-const EMPTY: u32 = u32::MAX;
-
 impl BorderStarts {
     pub const NONE: BorderStarts = BorderStarts {
         filter: Vec::new(),
-        slots: Vec::new(),
-        shift: 0,
+        values: Vec::new(),
     };
 
     /// The coordinates of `world`'s facets' axial border planes that matter:
@@ -113,48 +107,24 @@ impl BorderStarts {
         }
         values.sort_unstable();
         values.dedup();
-        let size = (values.len() * 4).next_power_of_two().max(16);
-        let mut set = BorderStarts {
-            filter: vec![0; FILTER_WORDS],
-            slots: vec![EMPTY; size],
-            shift: 32 - size.trailing_zeros(),
-        };
-        for v in values {
-            let (word, bit) = filter_bit(v);
-            set.filter[word] |= bit;
-            let mut slot = set.home(v);
-            while set.slots[slot] != EMPTY {
-                slot = (slot + 1) & (size - 1);
-            }
-            set.slots[slot] = v;
+        let mut filter = vec![0; FILTER_WORDS];
+        for &v in &values {
+            let (word, bits) = filter_bits(v);
+            filter[word] |= bits;
         }
-        set
-    }
-
-    #[inline(always)]
-    fn home(&self, bits: u32) -> usize {
-        (bits.wrapping_mul(0x9E37_79B1) >> self.shift) as usize
+        BorderStarts { filter, values }
     }
 
     #[inline(always)]
     fn holds(&self, v: f32) -> bool {
-        let bits = v.to_bits();
-        let mask = self.slots.len() - 1;
-        let mut slot = self.home(bits);
-        loop {
-            match self.slots[slot] {
-                EMPTY => return false,
-                x if x == bits => return true,
-                _ => slot = (slot + 1) & mask,
-            }
-        }
+        self.values.binary_search(&v.to_bits()).is_ok()
     }
 
     /// Whether the filter lets `v` through (it always does for a member).
     #[inline(always)]
     fn passes(&self, v: f32) -> bool {
-        let (word, bit) = filter_bit(v.to_bits());
-        self.filter.get(word).is_some_and(|w| w & bit == bit)
+        let (word, bits) = filter_bits(v.to_bits());
+        self.filter.get(word).is_some_and(|w| w & bits == bits)
     }
 
     /// Whether a ray starting at `start` may start on a facet's border plane.
@@ -169,10 +139,9 @@ impl BorderStarts {
     }
 }
 
-/// A coordinate's word in the filter and its two bits there (from a
-/// different hash than the table's).
+/// A coordinate's word in the filter and its two bits there.
 #[inline(always)]
-fn filter_bit(bits: u32) -> (usize, u64) {
+fn filter_bits(bits: u32) -> (usize, u64) {
     let h = u64::from(bits).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let word = (h >> (64 - FILTER_WORDS.trailing_zeros())) as usize;
     (word, 1 << (h & 63) | 1 << ((h >> 6) & 63))
