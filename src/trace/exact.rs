@@ -40,10 +40,7 @@ fn brush_planes(world: &World, brush: &Brush) -> Vec<(DVec3, f64)> {
     let first = brush.first_side as usize;
     world.brush_sides[first..first + brush.num_sides as usize]
         .iter()
-        .map(|s| {
-            let p = &world.planes[s.plane as usize];
-            (dvec(p.normal()), p.dist as f64)
-        })
+        .map(|s| world.planes[s.plane as usize].to_f64())
         .collect()
 }
 

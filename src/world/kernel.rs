@@ -374,7 +374,8 @@ pub(crate) fn brush_planes(world: &World, brush: &super::Brush) -> Vec<[f32; 4]>
         .collect()
 }
 
-fn union(a: [[f32; 3]; 2], b: [[f32; 3]; 2]) -> [[f32; 3]; 2] {
+/// The box around two boxes (`[mins, maxs]`).
+pub(crate) fn union(a: [[f32; 3]; 2], b: [[f32; 3]; 2]) -> [[f32; 3]; 2] {
     [
         std::array::from_fn(|i| a[0][i].min(b[0][i])),
         std::array::from_fn(|i| a[1][i].max(b[1][i])),

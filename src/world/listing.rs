@@ -22,7 +22,7 @@
 //! walk's slack of both), so the search errs towards "unlisted", which
 //! only costs the walk's time.
 
-use super::kernel::{next_down, next_up};
+use super::kernel::{next_down, next_up, union};
 use super::World;
 use crate::math::{DVec3, Winding, PLANE_SIDE_EPSILON, TREE_WALK_SLACK};
 use glam::Vec3A;
@@ -170,19 +170,15 @@ pub fn find(world: &World) -> Unlisted {
     if !world.source.is_present() {
         return Unlisted::EMPTY;
     }
-    let plane = |index: u32| {
-        let p = &world.planes[index as usize];
-        (
-            DVec3::new(p.normal[0] as f64, p.normal[1] as f64, p.normal[2] as f64),
-            p.dist as f64,
-        )
-    };
     let mut budget = BUDGET;
     let brushes: Vec<Bounds> = (0..world.brushes.len())
         .map(|b| {
             let brush = &world.brushes[b];
             let sides = &world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize];
-            let planes: Vec<(DVec3, f64)> = sides.iter().map(|s| plane(s.plane)).collect();
+            let planes: Vec<(DVec3, f64)> = sides
+                .iter()
+                .map(|s| world.planes[s.plane as usize].to_f64())
+                .collect();
             let listed = |leaf: &super::Leaf| {
                 world.source.leaf_brushes[leaf.first_brush as usize..][..leaf.num_brushes as usize]
                     .contains(&(b as u32))
@@ -219,13 +215,6 @@ pub fn find(world: &World) -> Unlisted {
         facets: Pieces::new(facets),
         patches: Pieces::new(patches),
     }
-}
-
-fn union(a: Bounds, b: Bounds) -> Bounds {
-    [
-        std::array::from_fn(|k| a[0][k].min(b[0][k])),
-        std::array::from_fn(|k| a[1][k].max(b[1][k])),
-    ]
 }
 
 /// The faces of the convex polyhedron behind every one of `planes`.
@@ -417,9 +406,7 @@ fn unlisted_bounds(
             }
             continue;
         };
-        let p = &world.planes[node.plane as usize];
-        let n = DVec3::new(p.normal[0] as f64, p.normal[1] as f64, p.normal[2] as f64);
-        let d = p.dist as f64;
+        let (n, d) = world.planes[node.plane as usize].to_f64();
         let [front, back] = node.children;
         match piece.clear_of(n, d) {
             Some(true) => {

@@ -46,6 +46,12 @@ impl Plane {
         Vec3::from_array(self.normal)
     }
 
+    /// Normal and distance widened to f64 (exactly), for geometry built
+    /// from the planes.
+    pub fn to_f64(&self) -> (crate::math::DVec3, f64) {
+        (crate::math::dvec(self.normal()), f64::from(self.dist))
+    }
+
     /// Signed distance of `p` from the plane, computed as the reference does
     /// (axial planes read one component).
     #[inline(always)]
