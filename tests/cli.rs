@@ -156,7 +156,8 @@ fn a_missing_world_is_an_error() {
 }
 
 /// `bspq check` on each committed map: the fast paths agree with the walk
-/// on its random moves, and it says so with exit status 0.
+/// on its random moves (rays and boxes, and the boxes as shapes), and it
+/// says so with exit status 0.
 #[test]
 fn check_finds_the_fast_paths_equal_to_the_walk() {
     for map in common::MAPS {
@@ -167,14 +168,17 @@ fn check_finds_the_fast_paths_equal_to_the_walk() {
             .expect("bspq runs");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{map}: {text}");
-        assert!(
-            text.contains("moves                        5000"),
-            "{map}: {text}"
-        );
+        assert!(text.starts_with("moves  "), "{map}: {text}");
+        assert!(text.contains(" 5000 ("), "{map}: {text}");
+        // Rays and boxes, then the same boxes as shapes: four paths each.
         let differ: Vec<&str> = text.lines().filter(|l| l.contains(" differ")).collect();
-        assert_eq!(differ.len(), 4, "{map}: {text}");
-        for line in differ {
+        assert_eq!(differ.len(), 8, "{map}: {text}");
+        for line in &differ[..4] {
             assert!(line.contains(" 0 of 5000 differ"), "{map}: {line}");
+        }
+        for line in &differ[4..] {
+            assert!(line.starts_with("shapes: "), "{map}: {line}");
+            assert!(line.contains(" 0 of "), "{map}: {line}");
         }
     }
 }

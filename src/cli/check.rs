@@ -4,12 +4,15 @@
 //! The walk over the map's own tree is what the conformance tests hold to
 //! the reference answers; the fast trace, any-hit and batches must give
 //! its answers bit for bit. The conformance data covers the maps it was
-//! made on; this command covers any map.
+//! made on; this command covers any map. The same moves as spheres,
+//! capsules, cylinders and convex hulls hold the plane-shifted fast trace
+//! to the shape walk the same way.
 
 use super::WorldArgs;
 use anyhow::bail;
+use bspq::accuracy::{shape_query, KINDS};
 use bspq::math::XorShift;
-use bspq::query::QueryLine;
+use bspq::query::{QueryLine, ShapeLine};
 use bspq::trace::{
     any_hit, point_contents, trace, trace_queries, BatchOptions, Scratch, TraceQuery, TraceResult,
 };
@@ -51,6 +54,29 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let world = loaded.view();
     let mut rng = XorShift(args.seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let moves = random_moves(&world, &mut rng, args.moves);
+    let mut failed = compare(&world, "", &moves);
+    // The same boxes as spheres, capsules, cylinders and convex hulls:
+    // plane-shifted sweeps take the same fast search and the walk too.
+    let shapes: Vec<TraceQuery> = moves
+        .iter()
+        .enumerate()
+        .filter_map(|(i, q)| shape_query(KINDS[i % KINDS.len()], q, false))
+        .collect();
+    failed |= compare(&world, "shapes: ", &shapes);
+    let (brushes, facets) = world.kernel.unlisted.counts();
+    println!(
+        "unlisted pieces                      {brushes} brushes, {facets} facets (contacts near them take the walk)"
+    );
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Traces `moves` through the walk and every fast path, prints a line per
+/// path (`label` first) and the first difference; true when any differ.
+fn compare(world: &World, label: &str, moves: &[TraceQuery]) -> bool {
     let walk = world.reference();
     let mut scratch = Scratch::new();
     let expected: Vec<TraceResult> = moves
@@ -59,13 +85,19 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let touching = expected.iter().filter(|r| r.fraction < 1.0).count();
     println!(
-        "moves                        {} ({:.0} % touch something)",
+        "{:<37}{} ({:.0} % touch something)",
+        format!("{label}moves"),
         moves.len(),
-        100.0 * touching as f64 / moves.len() as f64
+        100.0 * touching as f64 / moves.len().max(1) as f64
     );
     let mut failed = false;
     let mut report = |what: &str, wrong: Vec<usize>, got: &dyn Fn(usize) -> String| {
-        println!("{what:<28} {} of {} differ", wrong.len(), moves.len());
+        println!(
+            "{:<36} {} of {} differ",
+            format!("{label}{what}"),
+            wrong.len(),
+            moves.len()
+        );
         if let Some(&i) = wrong.first() {
             failed = true;
             println!("  first: {}", query_line(&moves[i]));
@@ -75,14 +107,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     };
     let fast: Vec<TraceResult> = moves
         .iter()
-        .map(|q| trace(&world, q, &mut scratch))
+        .map(|q| trace(world, q, &mut scratch))
         .collect();
     report("fast trace vs walk", differing(&fast, &expected), &|i| {
         format!("{:?}", fast[i])
     });
     let hits: Vec<bool> = moves
         .iter()
-        .map(|q| any_hit(&world, q, &mut scratch))
+        .map(|q| any_hit(world, q, &mut scratch))
         .collect();
     let wrong = (0..moves.len())
         .filter(|&i| hits[i] != (expected[i].fraction < 1.0))
@@ -105,22 +137,14 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             },
         ),
     ] {
-        let batch = trace_queries(&world, &moves, &options);
+        let batch = trace_queries(world, moves, &options);
         report(
             &format!("{name} vs walk"),
             differing(&batch, &expected),
             &|i| format!("{:?}", batch[i]),
         );
     }
-    let (brushes, facets) = world.kernel.unlisted.counts();
-    println!(
-        "unlisted pieces              {brushes} brushes, {facets} facets (contacts near them take the walk)"
-    );
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    failed
 }
 
 /// Indices whose answers differ in any bit.
@@ -147,6 +171,7 @@ fn query_line(q: &TraceQuery) -> String {
         mins: Some(v(q.mins)),
         maxs: Some(v(q.maxs)),
         mask: Some(q.mask),
+        shape: q.shape.as_ref().map(ShapeLine::from_shape),
         ..Default::default()
     };
     // Serialising plain numbers cannot fail.
