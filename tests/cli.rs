@@ -216,3 +216,28 @@ fn a_closed_stdout_ends_a_report_quietly() {
         out.status
     );
 }
+
+/// Answer lines piped into a reader that stops early end quietly too:
+/// `bspq trace` returns the write's error, which it used to print.
+#[test]
+fn a_closed_stdout_ends_trace_answers_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["trace", "--world"])
+        .arg(common::map_path("oa_ctf2"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bspq runs");
+    drop(child.stdout.take());
+    if let Some(mut stdin) = child.stdin.take() {
+        let line = "{\"start\":[0,0,0],\"end\":[64,0,0]}\n".repeat(2_000);
+        // bspq may be gone before it reads everything: that is the point.
+        let _ = stdin.write_all(line.as_bytes());
+    }
+    let out = child.wait_with_output().expect("bspq ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}

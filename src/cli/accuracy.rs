@@ -189,7 +189,7 @@ pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
         "{} holds no box query",
         args.queries.display()
     );
-    let mut out = std::io::stdout().lock();
+    let mut out = super::report_out();
     writeln!(
         out,
         "{} box queries from {} ({} brushes{})",

@@ -56,7 +56,7 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
     };
     let mut scratch = Scratch::new();
     let mut all_ok = true;
-    let mut out = std::io::stdout().lock();
+    let mut out = super::report_out();
     for set in &sets {
         let Some(queries_path) = find(&args.oracle, &format!("{set}.jsonl")) else {
             continue;

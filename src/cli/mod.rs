@@ -164,6 +164,43 @@ pub fn run() -> ExitCode {
     }
 }
 
+/// Standard output for a command's report, a line at a time. A reader that
+/// went away (`bspq conformance … | head`) ends the command quietly with
+/// status 141, as a closed pipe does other tools: the `writeln!` would
+/// otherwise return the error, and the command print it.
+pub(crate) fn report_out() -> impl std::io::Write {
+    ClosedQuietly(std::io::stdout().lock())
+}
+
+/// [`report_out`] for many answer lines: block-buffered.
+pub(crate) fn answers_out() -> impl std::io::Write {
+    ClosedQuietly(std::io::BufWriter::new(std::io::stdout().lock()))
+}
+
+/// A writer that ends the process on a broken pipe (see [`report_out`]).
+struct ClosedQuietly<W>(W);
+
+impl<W: std::io::Write> ClosedQuietly<W> {
+    fn quietly<T>(result: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(err) = &result {
+            if err.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(141);
+            }
+        }
+        result
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for ClosedQuietly<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Self::quietly(self.0.write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Self::quietly(self.0.flush())
+    }
+}
+
 /// A report piped into a reader that stops early (`bspq inspect … | head`)
 /// ends the command quietly, with the status a shell gives a process its
 /// closed pipe stopped (128 + SIGPIPE), as other command-line tools do,

@@ -11,7 +11,7 @@ use bspq::query::{
 use bspq::trace::BatchOptions;
 use clap::Args;
 use std::collections::HashMap;
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -41,7 +41,7 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         .map_or_else(BatchOptions::default, BatchOptions::with_threads);
     let batch = args.batch.max(1);
     let stdin = std::io::stdin().lock();
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut out = super::answers_out();
     let mut failed = 0usize;
     let mut lines = stdin.lines().enumerate();
     loop {
@@ -150,7 +150,7 @@ fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCod
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
         let stdin = std::io::stdin().lock();
-        let mut out = BufWriter::new(std::io::stdout().lock());
+        let mut out = super::answers_out();
         let mut failed = 0usize;
         let mut lines = stdin.lines().enumerate();
         loop {
