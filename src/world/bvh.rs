@@ -21,11 +21,22 @@
 //! Brushes and patches get a tree each: a ray's patch hit can replace a
 //! contact found earlier (see `trace::fast`), so rays search the patch tree
 //! to the end of the move, whatever the brushes already hit.
+//!
+//! The brushes' tree may cut a brush's box in two where a split plane
+//! crosses it (a spatial split, after Stich, Friedrich and Dietrich's
+//! SBVH), each piece under the child on its side: a long wall or floor then
+//! no longer stretches one child's bounds over its neighbours'. A move that
+//! can touch the brush enters one of the pieces, so the search finds it
+//! (perhaps twice: the second clip ties with the first and changes
+//! nothing). Whether that helps depends on the map, so the tree is built
+//! both ways and the one that a fixed set of sample moves reaches fewer
+//! nodes of is kept.
 
 use super::cores::CoreLanes;
 use super::kernel::CULL_MARGIN;
 use super::listing::Unlisted;
 use super::World;
+use crate::math::XorShift;
 use glam::Vec4;
 
 /// Children per node: one SSE lane each.
@@ -103,7 +114,7 @@ impl Item {
 /// `brush_bounds`) and patches. Primitives with no contents are left out:
 /// no mask selects them.
 pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted) -> Bvh {
-    let mut brush_items = Vec::with_capacity(world.brushes.len());
+    let mut brush_items: Vec<Item> = Vec::with_capacity(world.brushes.len());
     let mut unbounded = Vec::new();
     for (i, (brush, bounds)) in world.brushes.iter().zip(brush_bounds).enumerate() {
         if brush.contents == 0 {
@@ -164,15 +175,31 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             }
         }
     }
-    let tree = |items: &mut Vec<Item>| {
+    let tree = |items: Vec<Item>, copies: usize| {
         let mut nodes = Vec::new();
         if !items.is_empty() {
-            build_node(items, &mut nodes);
+            build_node(items, &mut nodes, &mut { copies });
         }
         nodes
     };
-    let brushes = tree(&mut brush_items);
-    let patches = tree(&mut patch_items);
+    // Spatial splits shorten some maps' searches by a fifth and lengthen
+    // others' (the surface-area cost assumes moves from outside the world):
+    // both trees are built and the one sample moves visit less is kept.
+    let copies = brush_items.len() / SPLIT_COPIES_PER;
+    let brushes = if copies == 0 {
+        tree(brush_items, 0)
+    } else {
+        let object = tree(brush_items.clone(), 0);
+        let spatial = tree(brush_items, copies);
+        let moves = sample_moves(&object);
+        if visits(&spatial, &moves) < visits(&object, &moves) {
+            spatial
+        } else {
+            object
+        }
+    };
+    // (Spatial splits did not change the patch trees' searches.)
+    let patches = tree(patch_items, 0);
     let brush_cores = super::cores::build(world, &brushes, brush_bounds, unlisted);
     let stack_depth = stack_depth(&brushes).max(stack_depth(&patches));
     Bvh {
@@ -183,6 +210,96 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
         facet_patch,
         stack_depth,
     }
+}
+
+/// A move for judging a tree: start, end and the half-size of its box.
+type SampleMove = ([f32; 3], [f32; 3], [f32; 3]);
+
+/// Moves spread over the bounds of `nodes`' root, the same for every tree of
+/// one world: rays and player-sized boxes from anywhere, down, along an
+/// axis, level or any way, 1 to 4 000 units long (as `bspq check` makes).
+fn sample_moves(nodes: &[BvhNode]) -> Vec<SampleMove> {
+    const MOVES: usize = 4096;
+    let Some(root) = nodes.first() else {
+        return Vec::new();
+    };
+    let lo = [0, 1, 2].map(|k| root.min[k].min_element());
+    let hi = [0, 1, 2].map(|k| root.max[k].max_element());
+    let mut rng = XorShift(0x5EED_B7A1_u64);
+    (0..MOVES)
+        .map(|i| {
+            let start = [0, 1, 2].map(|k| lo[k] + (hi[k] - lo[k]) * rng.unit());
+            let dir = match i % 4 {
+                0 => [0.0, 0.0, -1.0],
+                1 => {
+                    let mut d = [0.0; 3];
+                    d[i / 4 % 3] = if rng.unit() < 0.5 { -1.0 } else { 1.0 };
+                    d
+                }
+                2 => [rng.unit() - 0.5, rng.unit() - 0.5, 0.0],
+                _ => [rng.unit() - 0.5, rng.unit() - 0.5, rng.unit() - 0.5],
+            };
+            let norm = dir.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-6);
+            let length = [
+                1.0 + 63.0 * rng.unit(),
+                64.0 + 448.0 * rng.unit(),
+                512.0 + 3488.0 * rng.unit(),
+            ][i / 2 % 3];
+            let end = [0, 1, 2].map(|k| start[k] + dir[k] / norm * length);
+            let half = if i % 2 == 0 {
+                [0.0; 3]
+            } else {
+                [15.0, 15.0, 28.0]
+            };
+            (start, end, half)
+        })
+        .collect()
+}
+
+/// At most this many node steps judge a tree (real maps take under 100 000;
+/// a hostile file cannot make the loader count for long).
+const VISIT_BUDGET: usize = 4_000_000;
+
+/// How many nodes of `nodes` the `moves` reach in all (every node whose
+/// bounds a move's swept box enters: the search's work on a move that
+/// touches nothing), up to [`VISIT_BUDGET`].
+fn visits(nodes: &[BvhNode], moves: &[SampleMove]) -> usize {
+    let mut count = 0;
+    let mut stack = Vec::new();
+    for (start, end, half) in moves {
+        if count >= VISIT_BUDGET {
+            return VISIT_BUDGET;
+        }
+        let inv = [0, 1, 2].map(|k| {
+            let d = end[k] - start[k];
+            if d == 0.0 {
+                1e30
+            } else {
+                1.0 / d
+            }
+        });
+        stack.push(0u32);
+        while let Some(index) = stack.pop() {
+            count += 1;
+            let node = &nodes[index as usize];
+            for (slot, &child) in node.children.iter().enumerate() {
+                if child == EMPTY_SLOT || child & PRIMITIVE != 0 {
+                    continue;
+                }
+                let (mut near, mut far) = (0.0f32, 1.0f32);
+                for k in 0..3 {
+                    let a = (node.min[k][slot] - half[k] - start[k]) * inv[k];
+                    let b = (node.max[k][slot] + half[k] - start[k]) * inv[k];
+                    near = near.max(a.min(b));
+                    far = far.min(a.max(b));
+                }
+                if near <= far {
+                    stack.push(child);
+                }
+            }
+        }
+    }
+    count
 }
 
 /// The most entries a nearest-first search of `nodes` holds on its stack:
@@ -256,7 +373,8 @@ fn grow_down(v: f32) -> f32 {
 }
 
 /// Appends the node over `items` (and its subtree) and returns its index.
-fn build_node(items: &mut [Item], nodes: &mut Vec<BvhNode>) -> u32 {
+/// `copies`: how many more pieces spatial splits may add.
+fn build_node(items: Vec<Item>, nodes: &mut Vec<BvhNode>, copies: &mut usize) -> u32 {
     let index = nodes.len() as u32;
     nodes.push(BvhNode {
         min: [Vec4::INFINITY; 3],
@@ -267,9 +385,9 @@ fn build_node(items: &mut [Item], nodes: &mut Vec<BvhNode>) -> u32 {
     // Up to four groups: the items themselves when few, else SAH splits,
     // each of the group with the largest surface (the one a move is most
     // likely to enter), as collapsing a binary SAH tree would.
-    let mut groups: Vec<&mut [Item]> = Vec::with_capacity(WIDTH);
+    let mut groups: Vec<Vec<Item>> = Vec::with_capacity(WIDTH);
     if items.len() <= WIDTH {
-        groups.extend(items.chunks_mut(1));
+        groups.extend(items.into_iter().map(|item| vec![item]));
     } else {
         groups.push(items);
         while groups.len() < WIDTH {
@@ -284,17 +402,17 @@ fn build_node(items: &mut [Item], nodes: &mut Vec<BvhNode>) -> u32 {
                 .max_by(|a, b| a.1.total_cmp(&b.1));
             let Some((i, _)) = largest else { break };
             let group = groups.swap_remove(i);
-            let (a, b) = split(group);
+            let (a, b) = split(group, copies);
             groups.push(a);
             groups.push(b);
         }
     }
     for (slot, group) in groups.into_iter().enumerate() {
-        let (lo, hi, contents) = summary(group);
+        let (lo, hi, contents) = summary(&group);
         let child = if group.len() == 1 {
             group[0].reference
         } else {
-            build_node(group, nodes)
+            build_node(group, nodes, copies)
         };
         let node = &mut nodes[index as usize];
         for axis in 0..3 {
@@ -328,11 +446,62 @@ fn half_area(lo: [f32; 3], hi: [f32; 3]) -> f64 {
 
 const BINS: usize = 16;
 
-/// Splits `items` (at least two) in two by the surface-area heuristic over
-/// centroid bins on each axis; a median split when the centroids coincide.
-/// (An exact sweep over every boundary was measured too: fewer nodes per
-/// query on some maps, more on others.)
-fn split(items: &mut [Item]) -> (&mut [Item], &mut [Item]) {
+/// One piece of spatial split budget per this many primitives.
+const SPLIT_COPIES_PER: usize = 2;
+
+/// Splits `items` (at least two) in two by the surface-area heuristic: the
+/// cheaper of the best split of the items by their centroids (over bins on
+/// each axis; a median split when the centroids coincide) and the best
+/// spatial split, which cuts the boxes that straddle a plane in two, one
+/// piece on each side, while `copies` lasts (a primitive then sits under
+/// two children, each holding the part of its box on its side: a move that
+/// can touch the primitive enters one of the two).
+fn split(mut items: Vec<Item>, copies: &mut usize) -> (Vec<Item>, Vec<Item>) {
+    let object = object_split(&items);
+    let spatial = if *copies > 0 {
+        spatial_split(&items)
+    } else {
+        None
+    };
+    let spatial = spatial
+        .filter(|s| s.straddling <= *copies && object.is_none_or(|(cost, ..)| s.cost < cost));
+    if let Some(s) = spatial {
+        *copies -= s.straddling;
+        let mut left = Vec::with_capacity(items.len());
+        let mut right = Vec::with_capacity(items.len());
+        for item in items {
+            let axis = s.axis;
+            if item.hi[axis] <= s.at {
+                left.push(item);
+            } else if item.lo[axis] >= s.at {
+                right.push(item);
+            } else {
+                let mut l = item;
+                l.hi[axis] = s.at;
+                let mut r = item;
+                r.lo[axis] = s.at;
+                left.push(l);
+                right.push(r);
+            }
+        }
+        return (left, right);
+    }
+    let mid = match object {
+        Some((_, axis, at)) => partition(&mut items, |it| it.centre(axis) < at),
+        None => 0,
+    };
+    // Degenerate partitions (all on one side) fall back to halves.
+    let mid = if mid == 0 || mid == items.len() {
+        items.len() / 2
+    } else {
+        mid
+    };
+    let right = items.split_off(mid);
+    (items, right)
+}
+
+/// The best centroid split: cost, axis and position.
+fn object_split(items: &[Item]) -> Option<(f64, usize, f32)> {
     let mut best: Option<(f64, usize, f32)> = None;
     for axis in 0..3 {
         let (lo, hi) = items
@@ -355,45 +524,123 @@ fn split(items: &mut [Item]) -> (&mut [Item], &mut [Item]) {
             }
             b.2 += 1;
         }
-        // Sweep from the right, then from the left, costing each boundary.
-        let mut right = vec![(0.0f64, 0usize); BINS];
-        let (mut rlo, mut rhi, mut rn) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3], 0);
-        for i in (1..BINS).rev() {
-            for k in 0..3 {
-                rlo[k] = rlo[k].min(bins[i].0[k]);
-                rhi[k] = rhi[k].max(bins[i].1[k]);
-            }
-            rn += bins[i].2;
-            right[i] = (half_area(rlo, rhi), rn);
-        }
-        let (mut llo, mut lhi, mut ln) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3], 0);
-        for i in 0..BINS - 1 {
-            for k in 0..3 {
-                llo[k] = llo[k].min(bins[i].0[k]);
-                lhi[k] = lhi[k].max(bins[i].1[k]);
-            }
-            ln += bins[i].2;
-            let (ra, rn) = right[i + 1];
-            if ln == 0 || rn == 0 {
-                continue;
-            }
-            let cost = half_area(llo, lhi) * ln as f64 + ra * rn as f64;
-            if best.is_none_or(|(c, _, _)| cost < c) {
-                best = Some((cost, axis, lo + (i + 1) as f32 / scale));
+        let counts = bins.map(|b| (b.2, b.2));
+        if let Some((cost, i)) = cheapest_boundary(&bins, &counts) {
+            if best.is_none_or(|(c, ..)| cost < c) {
+                best = Some((cost, axis, lo + i as f32 / scale));
             }
         }
     }
-    let mid = match best {
-        Some((_, axis, at)) => partition(items, |it| it.centre(axis) < at),
-        None => 0,
-    };
-    // Degenerate partitions (all on one side) fall back to halves.
-    let mid = if mid == 0 || mid == items.len() {
-        items.len() / 2
-    } else {
-        mid
-    };
-    items.split_at_mut(mid)
+    best
+}
+
+/// A spatial split: its cost, the plane `axis = at`, and how many boxes
+/// straddle it.
+struct SpatialSplit {
+    cost: f64,
+    axis: usize,
+    at: f32,
+    straddling: usize,
+}
+
+/// The best spatial split over bins of the items' bounds on each axis: each
+/// box clipped into every bin it reaches, counted in its first bin for the
+/// left side and its last for the right.
+fn spatial_split(items: &[Item]) -> Option<SpatialSplit> {
+    let (lo, hi, _) = summary(items);
+    let mut best: Option<SpatialSplit> = None;
+    for axis in 0..3 {
+        if hi[axis] <= lo[axis] {
+            continue;
+        }
+        let plane = |i: usize| lo[axis] + (hi[axis] - lo[axis]) * (i as f32 / BINS as f32);
+        // The bin holding `v`: the last whose lower plane is at or below it.
+        let bin_of = |v: f32| (1..BINS).rev().find(|&i| plane(i) <= v).unwrap_or(0);
+        let mut bins = [([f32::INFINITY; 3], [f32::NEG_INFINITY; 3], 0usize); BINS];
+        // (entries, exits) per bin.
+        let mut counts = [(0usize, 0usize); BINS];
+        for it in items {
+            let first = bin_of(it.lo[axis]);
+            // A box ending on a bin's lower plane does not reach into it.
+            let last = (first..BINS)
+                .rev()
+                .find(|&i| i == first || plane(i) < it.hi[axis])
+                .unwrap_or(first);
+            counts[first].0 += 1;
+            counts[last].1 += 1;
+            for (i, b) in bins.iter_mut().enumerate().take(last + 1).skip(first) {
+                for k in 0..3 {
+                    let (mut l, mut h) = (it.lo[k], it.hi[k]);
+                    if k == axis {
+                        l = l.max(plane(i));
+                        h = if i + 1 < BINS { h.min(plane(i + 1)) } else { h };
+                    }
+                    b.0[k] = b.0[k].min(l);
+                    b.1[k] = b.1[k].max(h);
+                }
+            }
+        }
+        let Some((cost, i)) = cheapest_boundary(&bins, &counts) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|b| cost < b.cost) {
+            let at = plane(i);
+            let straddling = items
+                .iter()
+                .filter(|it| it.lo[axis] < at && at < it.hi[axis])
+                .count();
+            let left = items.iter().filter(|it| it.hi[axis] <= at).count();
+            if left == 0 || left + straddling == items.len() {
+                // Every piece would go to both sides or to one.
+                continue;
+            }
+            best = Some(SpatialSplit {
+                cost,
+                axis,
+                at,
+                straddling,
+            });
+        }
+    }
+    best
+}
+
+/// The boundary between bins `i - 1` and `i` with the lowest surface-area
+/// cost, counting each bin's first count on the left and second on the
+/// right; none when every boundary leaves a side empty.
+fn cheapest_boundary(
+    bins: &[([f32; 3], [f32; 3], usize); BINS],
+    counts: &[(usize, usize); BINS],
+) -> Option<(f64, usize)> {
+    // Sweep from the right, then from the left, costing each boundary.
+    let mut right = [(0.0f64, 0usize); BINS];
+    let (mut rlo, mut rhi, mut rn) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3], 0);
+    for i in (1..BINS).rev() {
+        for k in 0..3 {
+            rlo[k] = rlo[k].min(bins[i].0[k]);
+            rhi[k] = rhi[k].max(bins[i].1[k]);
+        }
+        rn += counts[i].1;
+        right[i] = (half_area(rlo, rhi), rn);
+    }
+    let mut best: Option<(f64, usize)> = None;
+    let (mut llo, mut lhi, mut ln) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3], 0);
+    for i in 0..BINS - 1 {
+        for k in 0..3 {
+            llo[k] = llo[k].min(bins[i].0[k]);
+            lhi[k] = lhi[k].max(bins[i].1[k]);
+        }
+        ln += counts[i].0;
+        let (ra, rn) = right[i + 1];
+        if ln == 0 || rn == 0 {
+            continue;
+        }
+        let cost = half_area(llo, lhi) * ln as f64 + ra * rn as f64;
+        if best.is_none_or(|(c, _)| cost < c) {
+            best = Some((cost, i + 1));
+        }
+    }
+    best
 }
 
 /// Moves the items for which `left` holds to the front; returns their count.
@@ -426,12 +673,12 @@ mod tests {
     #[test]
     fn tree_holds_each_primitive_once_inside_its_ancestors() {
         for n in [1usize, 2, 3, 4, 5, 17, 100, 1000] {
-            let mut items: Vec<Item> = (0..n as u32)
+            let items: Vec<Item> = (0..n as u32)
                 .map(|i| item(i, (i * 7 % 13) as f32))
                 .collect();
             let originals = items.clone();
             let mut nodes = Vec::new();
-            build_node(&mut items, &mut nodes);
+            build_node(items, &mut nodes, &mut 0);
             let mut seen = vec![0; n];
             let mut stack = vec![(0u32, [f32::NEG_INFINITY; 3], [f32::INFINITY; 3], u32::MAX)];
             while let Some((index, plo, phi, pc)) = stack.pop() {
@@ -461,5 +708,84 @@ mod tests {
             }
             assert!(seen.iter().all(|&s| s == 1), "{n}: {seen:?}");
         }
+    }
+
+    /// Each primitive's box, and each piece a spatial split cut from it.
+    fn pieces(nodes: &[BvhNode]) -> Vec<(u32, [f32; 3], [f32; 3])> {
+        let mut out = Vec::new();
+        for node in nodes {
+            for slot in 0..WIDTH {
+                let child = node.children[slot];
+                if child != EMPTY_SLOT && child & PRIMITIVE != 0 {
+                    let lo = [0, 1, 2].map(|k| node.min[k][slot]);
+                    let hi = [0, 1, 2].map(|k| node.max[k][slot]);
+                    out.push((child & !PRIMITIVE, lo, hi));
+                }
+            }
+        }
+        out
+    }
+
+    /// With spatial splits, a primitive may sit under several children, but
+    /// its pieces lie inside its box and cover all of it: no move that can
+    /// touch it misses every piece.
+    #[test]
+    fn spatial_splits_cover_each_primitive() {
+        // Long bars across a field of small boxes: splits cut the bars.
+        let mut rng = XorShift(0x1234_5678);
+        let items: Vec<Item> = (0..300u32)
+            .map(|i| {
+                let at = [0, 1, 2].map(|_| rng.unit() * 1000.0);
+                let size = if i % 3 == 0 {
+                    [1000.0, 8.0, 8.0]
+                } else {
+                    [16.0, 16.0, 16.0]
+                };
+                Item {
+                    reference: PRIMITIVE | i,
+                    contents: 1,
+                    lo: at,
+                    hi: [0, 1, 2].map(|k| at[k] + size[k]),
+                }
+            })
+            .collect();
+        let mut nodes = Vec::new();
+        let mut copies = items.len();
+        build_node(items.clone(), &mut nodes, &mut copies);
+        let pieces = pieces(&nodes);
+        assert!(pieces.len() > items.len(), "some boxes were cut");
+        for item in &items {
+            let own: Vec<_> = pieces
+                .iter()
+                .filter(|p| p.0 == item.reference & !PRIMITIVE)
+                .collect();
+            assert!(!own.is_empty());
+            for (_, lo, hi) in &own {
+                assert!((0..3).all(|k| item.lo[k] <= lo[k] && hi[k] <= item.hi[k]));
+            }
+            for _ in 0..200 {
+                let p = [0, 1, 2].map(|k| item.lo[k] + (item.hi[k] - item.lo[k]) * rng.unit());
+                assert!(
+                    own.iter()
+                        .any(|(_, lo, hi)| (0..3).all(|k| lo[k] <= p[k] && p[k] <= hi[k])),
+                    "{p:?} of {item:?} is in no piece"
+                );
+            }
+        }
+        assert!(copies < items.len(), "the budget was drawn on");
+    }
+
+    /// The sample moves' count of nodes reached tells a tree that holds
+    /// everything in one flat node from one that splits a far-apart set.
+    #[test]
+    fn visits_count_the_nodes_moves_reach() {
+        let items: Vec<Item> = (0..64u32).map(|i| item(i, i as f32 * 100.0)).collect();
+        let mut nodes = Vec::new();
+        build_node(items, &mut nodes, &mut 0);
+        let far = vec![([-500.0, 0.5, 0.5], [-400.0, 0.5, 0.5], [0.0; 3])];
+        assert_eq!(visits(&nodes, &far), 1, "only the root");
+        let across = vec![([-50.0, 0.5, 0.5], [7000.0, 0.5, 0.5], [0.0; 3])];
+        assert_eq!(visits(&nodes, &across), nodes.len(), "every node");
+        assert_eq!(sample_moves(&nodes).len(), 4096);
     }
 }

@@ -50,6 +50,17 @@ struct Core {
 }
 
 impl Core {
+    /// This core cut down to child `slot`'s bounds in `node` (still at
+    /// least the margin inside the brush), if anything is left.
+    fn within(self, node: &BvhNode, slot: usize) -> Option<Core> {
+        let lo = std::array::from_fn(|k| self.bounds[0][k].max(node.min[k][slot]));
+        let hi: [f32; 3] = std::array::from_fn(|k| self.bounds[1][k].min(node.max[k][slot]));
+        (0..3).all(|k| lo[k] <= hi[k]).then_some(Core {
+            bounds: [lo, hi],
+            ..self
+        })
+    }
+
     /// What a move is likely to cross: the core's surface.
     fn half_area(&self) -> f32 {
         let [lo, hi] = self.bounds;
@@ -104,7 +115,14 @@ pub fn build(
             let core = if child == EMPTY_SLOT || child & (PATCH | FACET) != 0 {
                 None
             } else if child & PRIMITIVE != 0 {
-                brush_cores.get((child & INDEX) as usize).copied().flatten()
+                // The part inside this lane's bounds: a spatial split may
+                // have left only a piece of the brush's box here (see
+                // `bvh`), and a core stays inside its child's bounds.
+                brush_cores
+                    .get((child & INDEX) as usize)
+                    .copied()
+                    .flatten()
+                    .and_then(|core| core.within(&nodes[i], slot))
             } else {
                 largest.get(child as usize).copied().flatten()
             };
