@@ -194,21 +194,33 @@ fn check_rejects_zero_moves() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--moves"));
 }
 
-/// A report whose reader stops early ends quietly: no panic message when
-/// stdout is a closed pipe (`bspq inspect … | head`).
-#[test]
-fn a_closed_stdout_ends_a_report_quietly() {
+/// Runs `bspq ARGS --world oa_ctf2` with its stdout closed before it
+/// writes anything, feeding it `input` (it may be gone before it reads it
+/// all: that is the point).
+fn with_stdout_closed(args: &[&str], input: &str) -> (Output, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .args(["inspect", "--world"])
+        .args(args)
+        .arg("--world")
         .arg(common::map_path("oa_ctf2"))
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("bspq runs");
-    // Close the reading end before the world is loaded and printed.
     drop(child.stdout.take());
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.as_bytes());
+    }
     let out = child.wait_with_output().expect("bspq ends");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stderr)
+}
+
+/// A report whose reader stops early ends quietly: no panic message when
+/// stdout is a closed pipe (`bspq inspect … | head`).
+#[test]
+fn a_closed_stdout_ends_a_report_quietly() {
+    let (out, stderr) = with_stdout_closed(&["inspect"], "");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(
         out.status.success() || out.status.code() == Some(141),
@@ -221,22 +233,8 @@ fn a_closed_stdout_ends_a_report_quietly() {
 /// `bspq trace` returns the write's error, which it used to print.
 #[test]
 fn a_closed_stdout_ends_trace_answers_quietly() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .args(["trace", "--world"])
-        .arg(common::map_path("oa_ctf2"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bspq runs");
-    drop(child.stdout.take());
-    if let Some(mut stdin) = child.stdin.take() {
-        let line = "{\"start\":[0,0,0],\"end\":[64,0,0]}\n".repeat(2_000);
-        // bspq may be gone before it reads everything: that is the point.
-        let _ = stdin.write_all(line.as_bytes());
-    }
-    let out = child.wait_with_output().expect("bspq ends");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines = "{\"start\":[0,0,0],\"end\":[64,0,0]}\n".repeat(2_000);
+    let (out, stderr) = with_stdout_closed(&["trace"], &lines);
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(141), "{stderr}");

@@ -67,7 +67,8 @@ fn unlist(data: &mut WorldData, item: u32, patch: bool) -> bool {
 
 /// Moves aimed at the bounds `lo..hi` from around them: rays and boxes,
 /// some grazing an axis, from up to 256 units away.
-fn moves_at(rng: &mut Rng, lo: Vec3, hi: Vec3, count: usize) -> Vec<TraceQuery> {
+fn moves_at(rng: &mut Rng, lo: [f32; 3], hi: [f32; 3], count: usize) -> Vec<TraceQuery> {
+    let (lo, hi) = (Vec3::from(lo), Vec3::from(hi));
     let boxes = [
         (Vec3::ZERO, Vec3::ZERO),
         (Vec3::new(-15.0, -15.0, -24.0), Vec3::new(15.0, 15.0, 32.0)),
@@ -147,12 +148,7 @@ fn brushes_taken_out_of_a_leaf_are_traced_as_the_walk_does() {
                 "{map}: brush {b} was taken out of a leaf but is not found unlisted"
             );
             let brush = &world.brushes[b as usize];
-            let queries = moves_at(
-                &mut rng,
-                Vec3::from(brush.mins),
-                Vec3::from(brush.maxs),
-                300,
-            );
+            let queries = moves_at(&mut rng, brush.mins, brush.maxs, 300);
             assert_as_walk(&world, &queries, &format!("{map} brush {b}"));
         }
     }
@@ -174,12 +170,7 @@ fn patches_taken_out_of_a_leaf_are_traced_as_the_walk_does() {
     let world = loaded.view();
     for &p in &picked {
         let patch = &world.patches[p as usize];
-        let queries = moves_at(
-            &mut rng,
-            Vec3::from(patch.mins),
-            Vec3::from(patch.maxs),
-            300,
-        );
+        let queries = moves_at(&mut rng, patch.mins, patch.maxs, 300);
         assert_as_walk(&world, &queries, &format!("oa_ctf2 patch {p}"));
     }
 }
@@ -203,7 +194,7 @@ fn unlisted_pieces_of_the_committed_maps_are_traced_as_the_walk_does() {
             "{map}: {facets} facets"
         );
         for r in unlisted.pieces().take(40) {
-            let queries = moves_at(&mut rng, Vec3::from(r[0]), Vec3::from(r[1]), 200);
+            let queries = moves_at(&mut rng, r[0], r[1], 200);
             assert_as_walk(&world, &queries, &format!("{map} unlisted piece {r:?}"));
         }
     }

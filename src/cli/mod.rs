@@ -177,6 +177,9 @@ pub(crate) fn answers_out() -> impl std::io::Write {
     ClosedQuietly(std::io::BufWriter::new(std::io::stdout().lock()))
 }
 
+/// The status a shell gives a process a closed pipe stopped (128 + SIGPIPE).
+const CLOSED_PIPE_STATUS: i32 = 141;
+
 /// A writer that ends the process on a broken pipe (see [`report_out`]).
 struct ClosedQuietly<W>(W);
 
@@ -184,7 +187,7 @@ impl<W: std::io::Write> ClosedQuietly<W> {
     fn quietly<T>(result: std::io::Result<T>) -> std::io::Result<T> {
         if let Err(err) = &result {
             if err.kind() == std::io::ErrorKind::BrokenPipe {
-                std::process::exit(141);
+                std::process::exit(CLOSED_PIPE_STATUS);
             }
         }
         result
@@ -202,8 +205,8 @@ impl<W: std::io::Write> std::io::Write for ClosedQuietly<W> {
 }
 
 /// A report piped into a reader that stops early (`bspq inspect … | head`)
-/// ends the command quietly, with the status a shell gives a process its
-/// closed pipe stopped (128 + SIGPIPE), as other command-line tools do,
+/// ends the command quietly, with [`CLOSED_PIPE_STATUS`], as other
+/// command-line tools do,
 /// instead of printing a panic: `println!` panics when stdout is gone.
 /// Not for `serve`, whose stdout is its log.
 fn end_quietly_on_closed_stdout() {
@@ -215,7 +218,7 @@ fn end_quietly_on_closed_stdout() {
             .map(String::as_str)
             .unwrap_or_default();
         if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(141);
+            std::process::exit(CLOSED_PIPE_STATUS);
         }
         report(info);
     }));

@@ -585,11 +585,13 @@ fn spatial_split(items: &[Item]) -> Option<SpatialSplit> {
         };
         if best.as_ref().is_none_or(|b| cost < b.cost) {
             let at = plane(i);
-            let straddling = items
-                .iter()
-                .filter(|it| it.lo[axis] < at && at < it.hi[axis])
-                .count();
-            let left = items.iter().filter(|it| it.hi[axis] <= at).count();
+            // Boxes wholly on the left, and those the plane cuts.
+            let (left, straddling) = items.iter().fold((0, 0), |(l, s), it| {
+                (
+                    l + usize::from(it.hi[axis] <= at),
+                    s + usize::from(it.lo[axis] < at && at < it.hi[axis]),
+                )
+            });
             if left == 0 || left + straddling == items.len() {
                 // Every piece would go to both sides or to one.
                 continue;
