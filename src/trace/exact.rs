@@ -354,7 +354,9 @@ pub(crate) fn trace_exact(
     scratch: &mut Scratch,
 ) -> TraceResult {
     let (patch_result, mut candidates) = with_support(q, shape, true, |sweep| {
-        sweep.run(world, scratch);
+        // Collecting, the sweep takes the walk: its answer is in the result.
+        let found = sweep.run(world, scratch);
+        debug_assert!(found.is_none());
         (sweep.result(), sweep.take_candidates())
     });
     // In brush order, as the reference folds them: equal contacts and

@@ -30,7 +30,7 @@
 use super::brush::{clip_brush, BrushClip};
 use super::patch::{facet_hit, patch_in_reach};
 use super::tree::Probe;
-use super::work::{Scratch, TraceResult, TraceWork};
+use super::work::{end_position, Scratch, TraceQuery, TraceResult, TraceWork};
 use crate::contents::CONTENTS_SOLID;
 use crate::math::{splat_axes, Vec3};
 use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
@@ -162,6 +162,24 @@ pub(crate) struct Found {
 }
 
 impl Found {
+    /// The answer to `query`.
+    #[inline(always)]
+    pub fn result(&self, query: &TraceQuery) -> TraceResult {
+        let mut result = TraceResult::default();
+        self.write(&mut result);
+        result.endpos = end_position(query, result.fraction);
+        result
+    }
+
+    /// The answer's fraction.
+    pub fn fraction(&self) -> f32 {
+        match (self.allsolid, self.contact) {
+            (Some(_), _) => 0.0,
+            (None, Some((frac, _))) => frac,
+            (None, None) => 1.0,
+        }
+    }
+
     /// Writes the answer's fields (all but `endpos`) into a fresh result.
     pub fn write(&self, result: &mut TraceResult) {
         result.startsolid = self.startsolid;

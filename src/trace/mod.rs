@@ -87,8 +87,10 @@ fn trace_probed<P: tree::Probe>(
         };
     }
     let mut work = TraceWork::new(query);
-    walk(world, &mut work, query, scratch, probe);
-    work.finish(query)
+    match walk(world, &mut work, query, scratch, probe) {
+        Some(found) => found.result(query),
+        None => work.finish(query),
+    }
 }
 
 #[inline(always)]
@@ -109,13 +111,16 @@ fn any_hit_probed<P: tree::Probe>(
     }
     let mut work = TraceWork::new(query);
     work.stop_at_any_hit = true;
-    walk(world, &mut work, query, scratch, probe);
-    work.result.fraction < 1.0
+    match walk(world, &mut work, query, scratch, probe) {
+        Some(found) => found.fraction() < 1.0,
+        None => work.result.fraction < 1.0,
+    }
 }
 
 /// Answers a ray or box: moves with the fast trace when the world has the
 /// kernel's hierarchy, falling back to the BSP walk when the answer depends
-/// on the walk's order; position tests with the walk.
+/// on the walk's order; position tests with the walk. The fast trace's
+/// answer is returned as found; the walk's is left in `work.result`.
 #[inline(always)]
 fn walk<P: tree::Probe>(
     world: &World,
@@ -123,24 +128,27 @@ fn walk<P: tree::Probe>(
     query: &TraceQuery,
     scratch: &mut Scratch,
     probe: &mut P,
-) {
+) -> Option<fast::Found> {
     if work.is_position_test() {
         scratch.begin(world);
         tree::position_test(world, work, scratch, probe);
-        return;
+        return None;
     }
     if world.kernel.matches(world) {
         let outcome = fast::search(world, &world.kernel.bvh, work, scratch, probe);
-        settle(world, work, query, outcome, scratch, probe);
+        settle(world, work, query, outcome, scratch, probe)
     } else {
         scratch.begin(world);
         tree::trace_tree(world, work, scratch, probe);
+        None
     }
 }
 
-/// Makes the fast trace's `outcome` the move's answer: as found, a hit
+/// Makes the fast trace's `outcome` the move's answer: as found (returned:
+/// the result is built from it in one piece; filling `work.result` field by
+/// field and copying it out cost each query two stalled loads), a hit
 /// (any-hit), or, when the walk's order decides it, the BSP walk's answer
-/// from a fresh start.
+/// from a fresh start (both left in `work.result`).
 #[inline(always)]
 fn settle<P: tree::Probe>(
     world: &World,
@@ -149,9 +157,9 @@ fn settle<P: tree::Probe>(
     outcome: fast::Outcome,
     scratch: &mut Scratch,
     probe: &mut P,
-) {
+) -> Option<fast::Found> {
     match outcome {
-        fast::Outcome::Answered(found) => found.write(&mut work.result),
+        fast::Outcome::Answered(found) => return Some(found),
         fast::Outcome::Hit => work.result.fraction = 0.0,
         fast::Outcome::Undecided => {
             probe.fallback();
@@ -162,6 +170,7 @@ fn settle<P: tree::Probe>(
             tree::trace_tree(world, work, scratch, probe);
         }
     }
+    None
 }
 
 /// Traces up to [`packet::PACKET`] queries, the rays and boxes among them
@@ -205,8 +214,11 @@ pub(crate) fn trace_packet(
         let outcomes = packet::search_packet(world, &world.kernel.bvh, &works, scratch);
         for (k, (mut work, outcome)) in works.drain(..).zip(outcomes).enumerate() {
             let q = queries[moving[k]];
-            settle(world, &mut work, q, outcome, scratch, &mut ());
-            emit(moving[k], work.finish(q));
+            let result = match settle(world, &mut work, q, outcome, scratch, &mut ()) {
+                Some(found) => found.result(q),
+                None => work.finish(q),
+            };
+            emit(moving[k], result);
         }
     }
     scratch.packet_works = works;

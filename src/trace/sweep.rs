@@ -8,11 +8,11 @@
 //! specialised.
 
 use super::brush::{clip_planes, clip_pushed, BrushClip};
-use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Outcome};
+use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Found, Outcome};
 use super::patch::{entry_plane, facet_entry, facet_lanes, patch_in_reach};
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::tree::{BoxLeaves, Lists, SOURCE_FAR_REACH};
-use super::work::{Scratch, TraceQuery, TraceResult};
+use super::work::{end_position, Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
 use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
 use glam::{Vec3A, Vec4};
@@ -100,8 +100,10 @@ pub(crate) fn with_support<R>(
 
 /// The sweep of one shape kind, behind one dynamic call per query.
 pub(crate) trait ShapeSweep {
-    /// Walks the tree and clips (or, collecting, lists) what the shape meets.
-    fn run(&mut self, world: &World, scratch: &mut Scratch);
+    /// Walks the tree and clips (or, collecting, lists) what the shape
+    /// meets: the fast trace's answer is returned as found (see
+    /// [`fast::Found::result`]), the walk's left in the result.
+    fn run(&mut self, world: &World, scratch: &mut Scratch) -> Option<Found>;
     /// Any-hit: stop at the first contact (the result then only tells
     /// whether `fraction < 1`).
     fn stop_at_any_hit(&mut self);
@@ -110,20 +112,17 @@ pub(crate) trait ShapeSweep {
 }
 
 impl<S: Support> ShapeSweep for ShapeWork<S> {
-    fn run(&mut self, world: &World, scratch: &mut Scratch) {
+    fn run(&mut self, world: &World, scratch: &mut Scratch) -> Option<Found> {
         // Moves take the fast trace first; the tree walk answers position
         // tests, candidate lists for exact mode, and what the fast trace
         // leaves undecided.
         let moves = !Vec3A::from(self.start).cmpeq(Vec3A::from(self.end)).all();
         if moves && self.collect.is_none() && world.kernel.matches(world) {
             match fast::search(world, &world.kernel.bvh, self, scratch, &mut ()) {
-                Outcome::Answered(found) => {
-                    found.write(&mut self.result);
-                    return;
-                }
+                Outcome::Answered(found) => return Some(found),
                 Outcome::Hit => {
                     self.result.fraction = 0.0;
-                    return;
+                    return None;
                 }
                 Outcome::Undecided => {}
             }
@@ -134,6 +133,7 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
         } else {
             trace_tree(world, self, scratch);
         }
+        None
     }
 
     fn stop_at_any_hit(&mut self) {
@@ -156,16 +156,14 @@ pub(crate) fn trace_shape(
     shape: &Shape,
     scratch: &mut Scratch,
 ) -> TraceResult {
-    let mut result = with_support(q, shape, false, |sweep| {
-        sweep.run(world, scratch);
-        sweep.result()
-    });
-    result.endpos = if result.fraction == 1.0 {
-        q.end
-    } else {
-        q.start + (q.end - q.start) * result.fraction
-    };
-    result
+    with_support(q, shape, false, |sweep| match sweep.run(world, scratch) {
+        Some(found) => found.result(q),
+        None => {
+            let mut result = sweep.result();
+            result.endpos = end_position(q, result.fraction);
+            result
+        }
+    })
 }
 
 /// Whether the plane-shifted sweep of `shape` touches anything in the
@@ -180,8 +178,10 @@ pub(crate) fn any_hit_shape(
 ) -> bool {
     with_support(q, shape, false, |sweep| {
         sweep.stop_at_any_hit();
-        sweep.run(world, scratch);
-        sweep.result().fraction < 1.0
+        match sweep.run(world, scratch) {
+            Some(found) => found.fraction() < 1.0,
+            None => sweep.result().fraction < 1.0,
+        }
     })
 }
 

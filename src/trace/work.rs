@@ -162,15 +162,20 @@ impl TraceWork {
 
     /// The end position from the caller's own start and end.
     pub fn finish(mut self, q: &TraceQuery) -> TraceResult {
-        let f = self.result.fraction;
-        self.result.endpos = if f == 1.0 {
-            q.end
-        } else {
-            // In SIMD lanes: the same f32 operations per component.
-            let start = Vec3A::from(q.start);
-            (start + (Vec3A::from(q.end) - start) * f).into()
-        };
+        self.result.endpos = end_position(q, self.result.fraction);
         self.result
+    }
+}
+
+/// Where the move stops at fraction `f`, from the caller's own start and end.
+#[inline(always)]
+pub(crate) fn end_position(q: &TraceQuery, f: f32) -> Vec3 {
+    if f == 1.0 {
+        q.end
+    } else {
+        // In SIMD lanes: the same f32 operations per component.
+        let start = Vec3A::from(q.start);
+        (start + (Vec3A::from(q.end) - start) * f).into()
     }
 }
 
