@@ -353,12 +353,8 @@ pub(crate) fn trace_exact(
     shape: &Shape,
     scratch: &mut Scratch,
 ) -> TraceResult {
-    let (patch_result, mut candidates) = with_support(q, shape, true, |sweep| {
-        // Collecting, the sweep takes the walk: its answer is in the result.
-        let found = sweep.run(world, scratch);
-        debug_assert!(found.is_none());
-        (sweep.result(), sweep.take_candidates())
-    });
+    let (patch_result, mut candidates) =
+        with_support(q, shape, true, |sweep| sweep.candidates(world, scratch));
     // In brush order, as the reference folds them: equal contacts and
     // all-solid brushes resolve the same way.
     candidates.sort_unstable();

@@ -19,12 +19,14 @@ use glam::{Vec3A, Vec4};
 
 /// One shape trace's set-up and result.
 pub(crate) struct ShapeWork<S> {
-    /// Start and end of the shape's centre.
-    pub start: Vec3,
-    pub end: Vec3,
+    /// Start and end of the shape's centre. In SIMD lanes, as the fast
+    /// trace reads them: one 16-byte store and load each (read back as
+    /// lanes, 12-byte fields stored in pieces stalled the load).
+    pub start: Vec3A,
+    pub end: Vec3A,
     pub shape: S,
     /// Half-size of the shape's bounding box.
-    pub half: Vec3,
+    pub half: Vec3A,
     /// Swept bounds of the shape.
     pub bounds: [Vec3; 2],
     pub mask: u32,
@@ -39,17 +41,21 @@ pub(crate) struct ShapeWork<S> {
 
 impl<S: Support> ShapeWork<S> {
     fn new(q: &TraceQuery, centre: Vec3, half: Vec3, shape: S, collect: bool) -> Self {
-        let start = q.start + centre;
-        let end = q.end + centre;
+        // The same f32 operations per component as in `Vec3`.
+        let start = Vec3A::from(q.start) + Vec3A::from(centre);
+        let end = Vec3A::from(q.end) + Vec3A::from(centre);
+        let half = Vec3A::from(half);
         // In SIMD lanes: glam's `Vec3::min`/`max` branch per component, and
         // which end is lower is a coin toss to a branch predictor.
-        let (a, b, h) = (Vec3A::from(start), Vec3A::from(end), Vec3A::from(half));
         Self {
             start,
             end,
             shape,
             half,
-            bounds: [(a.min(b) - h).into(), (a.max(b) + h).into()],
+            bounds: [
+                (start.min(end) - half).into(),
+                (start.max(end) + half).into(),
+            ],
             mask: q.mask,
             result: TraceResult::default(),
             collect: collect.then(Vec::new),
@@ -98,25 +104,29 @@ pub(crate) fn with_support<R>(
     }
 }
 
-/// The sweep of one shape kind, behind one dynamic call per query.
+/// The sweep of one shape kind, behind one dynamic call per query. Each
+/// call builds its answer inside (the fast trace's answer handed back
+/// through the call was copied with wide loads of what had just been stored
+/// in narrow pieces: three stalled loads a query).
 pub(crate) trait ShapeSweep {
-    /// Walks the tree and clips (or, collecting, lists) what the shape
-    /// meets: the fast trace's answer is returned as found (see
-    /// [`fast::Found::result`]), the walk's left in the result.
-    fn run(&mut self, world: &World, scratch: &mut Scratch) -> Option<Found>;
-    /// Any-hit: stop at the first contact (the result then only tells
-    /// whether `fraction < 1`).
-    fn stop_at_any_hit(&mut self);
-    fn result(&self) -> TraceResult;
-    fn take_candidates(&mut self) -> Vec<u32>;
+    /// The answer to `q` (whose shape this is).
+    fn trace(&mut self, world: &World, scratch: &mut Scratch, q: &TraceQuery) -> TraceResult;
+    /// Whether the shape touches anything in the mask: the fast trace stops
+    /// at the first contact.
+    fn any_hit(&mut self, world: &World, scratch: &mut Scratch) -> bool;
+    /// Collecting (see [`ShapeWork::collect`]): the answer with only the
+    /// patches clipped (no `endpos`), and the brushes listed.
+    fn candidates(&mut self, world: &World, scratch: &mut Scratch) -> (TraceResult, Vec<u32>);
 }
 
-impl<S: Support> ShapeSweep for ShapeWork<S> {
+impl<S: Support> ShapeWork<S> {
+    /// Moves take the fast trace first; the tree walk answers position
+    /// tests, candidate lists for exact mode, and what the fast trace
+    /// leaves undecided. The fast trace's answer is returned as found, the
+    /// walk's left in the result.
+    #[inline(always)]
     fn run(&mut self, world: &World, scratch: &mut Scratch) -> Option<Found> {
-        // Moves take the fast trace first; the tree walk answers position
-        // tests, candidate lists for exact mode, and what the fast trace
-        // leaves undecided.
-        let moves = !Vec3A::from(self.start).cmpeq(Vec3A::from(self.end)).all();
+        let moves = !self.start.cmpeq(self.end).all();
         if moves && self.collect.is_none() && world.kernel.matches(world) {
             match fast::search(world, &world.kernel.bvh, self, scratch, &mut ()) {
                 Outcome::Answered(found) => return Some(found),
@@ -135,17 +145,33 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
         }
         None
     }
+}
 
-    fn stop_at_any_hit(&mut self) {
+impl<S: Support> ShapeSweep for ShapeWork<S> {
+    fn trace(&mut self, world: &World, scratch: &mut Scratch, q: &TraceQuery) -> TraceResult {
+        match self.run(world, scratch) {
+            Some(found) => found.result(q),
+            None => {
+                let mut result = self.result;
+                result.endpos = end_position(q, result.fraction);
+                result
+            }
+        }
+    }
+
+    fn any_hit(&mut self, world: &World, scratch: &mut Scratch) -> bool {
         self.stop_at_any_hit = true;
+        match self.run(world, scratch) {
+            Some(found) => found.fraction() < 1.0,
+            None => self.result.fraction < 1.0,
+        }
     }
 
-    fn result(&self) -> TraceResult {
-        self.result
-    }
-
-    fn take_candidates(&mut self) -> Vec<u32> {
-        self.collect.take().unwrap_or_default()
+    fn candidates(&mut self, world: &World, scratch: &mut Scratch) -> (TraceResult, Vec<u32>) {
+        // Collecting, the sweep takes the walk: its answer is in the result.
+        let found = self.run(world, scratch);
+        debug_assert!(found.is_none());
+        (self.result, self.collect.take().unwrap_or_default())
     }
 }
 
@@ -156,14 +182,7 @@ pub(crate) fn trace_shape(
     shape: &Shape,
     scratch: &mut Scratch,
 ) -> TraceResult {
-    with_support(q, shape, false, |sweep| match sweep.run(world, scratch) {
-        Some(found) => found.result(q),
-        None => {
-            let mut result = sweep.result();
-            result.endpos = end_position(q, result.fraction);
-            result
-        }
-    })
+    with_support(q, shape, false, |sweep| sweep.trace(world, scratch, q))
 }
 
 /// Whether the plane-shifted sweep of `shape` touches anything in the
@@ -176,13 +195,7 @@ pub(crate) fn any_hit_shape(
     shape: &Shape,
     scratch: &mut Scratch,
 ) -> bool {
-    with_support(q, shape, false, |sweep| {
-        sweep.stop_at_any_hit();
-        match sweep.run(world, scratch) {
-            Some(found) => found.fraction() < 1.0,
-            None => sweep.result().fraction < 1.0,
-        }
-    })
+    with_support(q, shape, false, |sweep| sweep.any_hit(world, scratch))
 }
 
 /// A piece of the move still to walk: `child` between fractions `f1..f2`.
@@ -304,8 +317,8 @@ fn trace_tree<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scr
         child: lists.root,
         f1: 0.0,
         f2: 1.0,
-        p1: w.start,
-        p2: w.end,
+        p1: w.start.into(),
+        p2: w.end.into(),
     });
     while let Some(seg) = stack.pop() {
         walk_segment(world, walked, lists, w, scratch, seg, &mut stack);
@@ -420,14 +433,14 @@ fn trace_leaf<S: Support>(
         }
         if let Some(list) = &mut w.collect {
             // Does the plane-shifted shape come near it at all?
-            if touches_brush(world, b as usize, &w.shape, w.start, w.end) {
+            if touches_brush(world, b as usize, &w.shape, w.start.into(), w.end.into()) {
                 list.push(b);
             }
             continue;
         }
         let mut clip = ShapeClip {
-            start: w.start,
-            end: w.end,
+            start: w.start.into(),
+            end: w.end.into(),
             result: w.result,
         };
         clip_brush(world, b as usize, &w.shape, &mut clip);
@@ -642,7 +655,8 @@ fn trace_through_patch<S: Support>(world: &World, patch: &Patch, w: &mut ShapeWo
     let before = w.result.fraction;
     let first = patch.first_facet as usize;
     for facet in first..first + patch.num_facets as usize {
-        if let Some((frac, n, d)) = facet_hit(world, facet, &w.shape, w.start, w.end) {
+        if let Some((frac, n, d)) = facet_hit(world, facet, &w.shape, w.start.into(), w.end.into())
+        {
             if frac < w.result.fraction {
                 w.result.fraction = frac;
                 w.result.normal = n;
@@ -782,7 +796,7 @@ fn facet_hit_planes<S: Support>(
 /// The fast trace's view of a shape sweep (see [`super::fast`]).
 impl<S: Support> Clipper for ShapeWork<S> {
     fn segment(&self) -> (Vec3A, Vec3A, Vec3A) {
-        (self.start.into(), self.end.into(), self.half.into())
+        (self.start, self.end, self.half)
     }
 
     fn mask(&self) -> u32 {
@@ -809,13 +823,25 @@ impl<S: Support> Clipper for ShapeWork<S> {
         if !patch_in_reach(patch, &self.bounds) {
             return None;
         }
-        let (frac, normal, dist) = facet_hit(world, facet, &self.shape, self.start, self.end)?;
+        let (frac, normal, dist) = facet_hit(
+            world,
+            facet,
+            &self.shape,
+            self.start.into(),
+            self.end.into(),
+        )?;
         Some(FacetContact::new(patch, frac, frac, normal, dist))
     }
 
     #[inline(always)]
     fn brush(&self, world: &World, index: usize) -> Clipped {
-        clip_brush_alone(world, index, &self.shape, self.start, self.end)
+        clip_brush_alone(
+            world,
+            index,
+            &self.shape,
+            self.start.into(),
+            self.end.into(),
+        )
     }
 }
 
@@ -831,8 +857,8 @@ fn shape_in_patch<S: Support>(world: &World, patch: &Patch, shape: &S, at: Vec3)
 
 /// A shape trace whose start equals its end: is the shape inside anything?
 fn position_test<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut Scratch) {
-    let lo = w.start - w.half - Vec3::splat(TREE_WALK_SLACK);
-    let hi = w.start + w.half + Vec3::splat(TREE_WALK_SLACK);
+    let lo = (w.start - w.half - Vec3A::splat(TREE_WALK_SLACK)).into();
+    let hi = (w.start + w.half + Vec3A::splat(TREE_WALK_SLACK)).into();
     let lists = Lists::ordering(world);
     let mut leaves = Vec::new();
     BoxLeaves::new(world, lo, hi).collect(lists.root, &mut leaves, &mut ());
@@ -843,7 +869,7 @@ fn position_test<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut 
             if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
                 continue;
             }
-            if shape_in_brush(world, b as usize, &w.shape, w.start) {
+            if shape_in_brush(world, b as usize, &w.shape, w.start.into()) {
                 if let Some(list) = &mut w.collect {
                     list.push(b);
                     continue;
@@ -857,7 +883,7 @@ fn position_test<S: Support>(world: &World, w: &mut ShapeWork<S>, scratch: &mut 
             if !scratch.first_visit_patch(p as usize) || patch.contents & w.mask == 0 {
                 continue;
             }
-            if shape_in_patch(world, patch, &w.shape, w.start) {
+            if shape_in_patch(world, patch, &w.shape, w.start.into()) {
                 set_inside(&mut w.result, patch.contents);
                 return;
             }
