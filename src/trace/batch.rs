@@ -213,8 +213,10 @@ pub fn trace_batch(
     let results = if options.packets {
         batch_in_packets(world, batch, options, false)
     } else {
+        // The trace inlined here: a query built for a call, then read
+        // back in lanes, stalled on its own stores.
         run(batch.len(), options, |i, scratch| {
-            super::trace(world, &batch.query(i), scratch)
+            super::trace_probed(world, &batch.query(i), scratch, &mut ())
         })
     };
     out.clear();
@@ -240,7 +242,7 @@ pub fn any_hit_batch(
             .collect()
     } else {
         run(batch.len(), options, |i, scratch| {
-            super::any_hit(world, &batch.query(i), scratch)
+            super::any_hit_probed(world, &batch.query(i), scratch, &mut ())
         })
     };
     Ok(())
