@@ -165,24 +165,10 @@ impl Found {
     /// The answer to `query`.
     #[inline(always)]
     pub fn result(&self, query: &TraceQuery) -> TraceResult {
-        let mut result = TraceResult::default();
-        self.write(&mut result);
-        result.endpos = end_position(query, result.fraction);
-        result
-    }
-
-    /// The answer's fraction.
-    pub fn fraction(&self) -> f32 {
-        match (self.allsolid, self.contact) {
-            (Some(_), _) => 0.0,
-            (None, Some((frac, _))) => frac,
-            (None, None) => 1.0,
-        }
-    }
-
-    /// Writes the answer's fields (all but `endpos`) into a fresh result.
-    pub fn write(&self, result: &mut TraceResult) {
-        result.startsolid = self.startsolid;
+        let mut result = TraceResult {
+            startsolid: self.startsolid,
+            ..TraceResult::default()
+        };
         if let Some(contents) = self.allsolid {
             result.allsolid = true;
             result.fraction = 0.0;
@@ -193,6 +179,17 @@ impl Found {
             result.dist = c.dist;
             result.surface_flags = c.surface_flags;
             result.contents = c.contents;
+        }
+        result.endpos = end_position(query, result.fraction);
+        result
+    }
+
+    /// The answer's fraction, as [`Found::result`] gives it.
+    pub fn fraction(&self) -> f32 {
+        match (self.allsolid, self.contact) {
+            (Some(_), _) => 0.0,
+            (None, Some((frac, _))) => frac,
+            (None, None) => 1.0,
         }
     }
 }
