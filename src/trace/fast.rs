@@ -30,7 +30,7 @@
 use super::brush::{clip_brush, BrushClip};
 use super::patch::{facet_hit, patch_in_reach};
 use super::tree::Probe;
-use super::work::{end_position, Scratch, TraceQuery, TraceResult, TraceWork};
+use super::work::{Scratch, TraceQuery, TraceResult, TraceWork};
 use crate::contents::CONTENTS_SOLID;
 use crate::math::{splat_axes, Vec3};
 use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
@@ -180,8 +180,7 @@ impl Found {
             result.surface_flags = c.surface_flags;
             result.contents = c.contents;
         }
-        result.endpos = end_position(query, result.fraction);
-        result
+        result.ended(query)
     }
 
     /// The answer's fraction, as [`Found::result`] gives it.

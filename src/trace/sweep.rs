@@ -12,7 +12,7 @@ use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Found, Outcome}
 use super::patch::{entry_plane, facet_entry, facet_lanes, patch_in_reach};
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::tree::{BoxLeaves, Lists, SOURCE_FAR_REACH};
-use super::work::{end_position, Scratch, TraceQuery, TraceResult};
+use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
 use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
 use glam::{Vec3A, Vec4};
@@ -151,11 +151,7 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
     fn trace(&mut self, world: &World, scratch: &mut Scratch, q: &TraceQuery) -> TraceResult {
         match self.run(world, scratch) {
             Some(found) => found.result(q),
-            None => {
-                let mut result = self.result;
-                result.endpos = end_position(q, result.fraction);
-                result
-            }
+            None => self.result.ended(q),
         }
     }
 

@@ -160,22 +160,25 @@ impl TraceWork {
         self.start.cmpeq(self.end).all()
     }
 
-    /// The end position from the caller's own start and end.
-    pub fn finish(mut self, q: &TraceQuery) -> TraceResult {
-        self.result.endpos = end_position(q, self.result.fraction);
-        self.result
+    /// The answer, its end position from the caller's own start and end.
+    pub fn finish(self, q: &TraceQuery) -> TraceResult {
+        self.result.ended(q)
     }
 }
 
-/// Where the move stops at fraction `f`, from the caller's own start and end.
-#[inline(always)]
-pub(crate) fn end_position(q: &TraceQuery, f: f32) -> Vec3 {
-    if f == 1.0 {
-        q.end
-    } else {
-        // In SIMD lanes: the same f32 operations per component.
-        let start = Vec3A::from(q.start);
-        (start + (Vec3A::from(q.end) - start) * f).into()
+impl TraceResult {
+    /// This answer with `endpos` set where `q` stops at its fraction, from
+    /// the caller's own start and end.
+    #[inline(always)]
+    pub(crate) fn ended(mut self, q: &TraceQuery) -> Self {
+        self.endpos = if self.fraction == 1.0 {
+            q.end
+        } else {
+            // In SIMD lanes: the same f32 operations per component.
+            let start = Vec3A::from(q.start);
+            (start + (Vec3A::from(q.end) - start) * self.fraction).into()
+        };
+        self
     }
 }
 
