@@ -117,9 +117,10 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         .filter(|&&c| c != EMPTY_SLOT && c & PRIMITIVE != 0 && c & PATCH != 0)
         .count();
     println!(
-        "fast trace BVH   {} brush nodes, {} patch nodes, {} patches kept whole, {} unbounded",
+        "fast trace BVH   {} brush nodes, {} patch nodes, {} nodes over both, {} patches kept whole, {} unbounded",
         bvh.brushes.len(),
         bvh.patches.len(),
+        bvh.combined.len(),
         whole,
         bvh.unbounded.len()
     );

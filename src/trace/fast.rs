@@ -401,8 +401,9 @@ pub(crate) fn search<C: Clipper, P: Probe>(
     search.outcome(stop)
 }
 
-/// The search proper: the unbounded primitives, then each tree, nearest
-/// child first.
+/// The search proper: the unbounded primitives, then the tree over brushes
+/// and patches, or for rays the brushes' tree and the patches' (searched to
+/// the end of the move), nearest child first.
 #[inline(always)]
 fn run<C: Clipper, P: Probe>(
     world: &World,
@@ -421,6 +422,22 @@ fn run<C: Clipper, P: Probe>(
     if all_patches && world.kernel.border_starts.may_hold(start) {
         // It may meet a facet far outside the facet's bounds.
         return Err(Stop::Undecided);
+    }
+    if !all_patches {
+        // Brushes and patches alike: one tree, one root.
+        return walk(
+            world,
+            bvh,
+            &bvh.combined,
+            &bvh.combined_cores,
+            0,
+            false,
+            &ray,
+            clipper,
+            search,
+            stack,
+            probe,
+        );
     }
     walk(
         world,

@@ -18,9 +18,12 @@
 //! the patch's bounds, which the patch clip itself checks first; brushes
 //! without all six axial sides have no box and are tested by every trace.
 //!
-//! Brushes and patches get a tree each: a ray's patch hit can replace a
-//! contact found earlier (see `trace::fast`), so rays search the patch tree
-//! to the end of the move, whatever the brushes already hit.
+//! Brushes and patches get a tree each for rays: a ray's patch hit can
+//! replace a contact found earlier (see `trace::fast`), so rays search the
+//! patch tree to the end of the move, whatever the brushes already hit.
+//! Every other move (boxes, shapes) treats both alike and searches a third
+//! tree over both: one root to test instead of two, and a move that touches
+//! nothing (most of them) reaches a fifth fewer nodes on maps with curves.
 //!
 //! The brushes' tree may cut a brush's box in two where a split plane
 //! crosses it (a spatial split, after Stich, Friedrich and Dietrich's
@@ -76,6 +79,12 @@ pub struct Bvh {
     pub brush_cores: Vec<CoreLanes>,
     /// The patches' tree (facets, and patches kept whole).
     pub patches: Vec<BvhNode>,
+    /// One tree over both, for searches that treat brushes and patches
+    /// alike (every move but a full ray trace): a move then tests one root,
+    /// not two.
+    pub combined: Vec<BvhNode>,
+    /// Per node of the combined tree, its children's solid cores.
+    pub combined_cores: Vec<CoreLanes>,
     /// Primitives without bounds (child references), tested by every trace.
     pub unbounded: Vec<u32>,
     /// Per facet, the patch it belongs to.
@@ -89,6 +98,8 @@ impl Bvh {
         brushes: Vec::new(),
         brush_cores: Vec::new(),
         patches: Vec::new(),
+        combined: Vec::new(),
+        combined_cores: Vec::new(),
         unbounded: Vec::new(),
         facet_patch: Vec::new(),
         stack_depth: 0,
@@ -185,12 +196,13 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
     // Spatial splits shorten some maps' searches by a fifth and lengthen
     // others' (the surface-area cost assumes moves from outside the world):
     // both trees are built and the one sample moves visit less is kept.
-    let copies = brush_items.len() / SPLIT_COPIES_PER;
-    let brushes = if copies == 0 {
-        tree(brush_items, 0)
-    } else {
-        let object = tree(brush_items.clone(), 0);
-        let spatial = tree(brush_items, copies);
+    let best_tree = |items: Vec<Item>| {
+        let copies = items.len() / SPLIT_COPIES_PER;
+        if copies == 0 {
+            return tree(items, 0);
+        }
+        let object = tree(items.clone(), 0);
+        let spatial = tree(items, copies);
         let moves = sample_moves(&object);
         if visits(&spatial, &moves) < visits(&object, &moves) {
             spatial
@@ -198,14 +210,28 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             object
         }
     };
+    let combined_items: Vec<Item> = brush_items.iter().chain(&patch_items).copied().collect();
+    let has_patches = !patch_items.is_empty();
+    let brushes = best_tree(brush_items);
     // (Spatial splits did not change the patch trees' searches.)
     let patches = tree(patch_items, 0);
     let brush_cores = super::cores::build(world, &brushes, brush_bounds, unlisted);
-    let stack_depth = stack_depth(&brushes).max(stack_depth(&patches));
+    let (combined, combined_cores) = if has_patches {
+        let combined = best_tree(combined_items);
+        let cores = super::cores::build(world, &combined, brush_bounds, unlisted);
+        (combined, cores)
+    } else {
+        (brushes.clone(), brush_cores.clone())
+    };
+    let stack_depth = stack_depth(&brushes)
+        .max(stack_depth(&patches))
+        .max(stack_depth(&combined));
     Bvh {
         brushes,
         brush_cores,
         patches,
+        combined,
+        combined_cores,
         unbounded,
         facet_patch,
         stack_depth,
