@@ -210,18 +210,20 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             object
         }
     };
-    let combined_items: Vec<Item> = brush_items.iter().chain(&patch_items).copied().collect();
-    let has_patches = !patch_items.is_empty();
+    let combined_items: Option<Vec<Item>> = (!patch_items.is_empty())
+        .then(|| brush_items.iter().chain(&patch_items).copied().collect());
     let brushes = best_tree(brush_items);
     // (Spatial splits did not change the patch trees' searches.)
     let patches = tree(patch_items, 0);
     let brush_cores = super::cores::build(world, &brushes, brush_bounds, unlisted);
-    let (combined, combined_cores) = if has_patches {
-        let combined = best_tree(combined_items);
-        let cores = super::cores::build(world, &combined, brush_bounds, unlisted);
-        (combined, cores)
-    } else {
-        (brushes.clone(), brush_cores.clone())
+    let (combined, combined_cores) = match combined_items {
+        Some(items) => {
+            let combined = best_tree(items);
+            let cores = super::cores::build(world, &combined, brush_bounds, unlisted);
+            (combined, cores)
+        }
+        // Without patches the brushes' tree serves both.
+        None => (brushes.clone(), brush_cores.clone()),
     };
     let stack_depth = stack_depth(&brushes)
         .max(stack_depth(&patches))
