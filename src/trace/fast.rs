@@ -423,6 +423,8 @@ fn run<C: Clipper, P: Probe>(
         // It may meet a facet far outside the facet's bounds.
         return Err(Stop::Undecided);
     }
+    // Each tree's walk written out: one call site shared through a closure
+    // or a chosen tree measured 1-2 % slower (the walk is inlined at each).
     if !all_patches {
         // Brushes and patches alike: one tree, one root.
         return walk(
