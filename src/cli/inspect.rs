@@ -124,6 +124,11 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         whole,
         bvh.unbounded.len()
     );
+    println!(
+        "axial boxes      {} of {} brushes (clipped from their six distances)",
+        world.kernel.axial_brushes.len(),
+        world.brushes.len()
+    );
     let (brushes, facets) = world.kernel.unlisted.counts();
     println!(
         "unlisted         {brushes} brushes, {facets} facets reach where the source's tree does not list them"

@@ -3,7 +3,7 @@
 
 use super::work::TraceWork;
 use crate::math::{splat_axes, SURFACE_CLIP_EPSILON};
-use crate::world::kernel::SideLanes;
+use crate::world::kernel::{AxialBrush, SideLanes};
 use crate::world::{Brush, World};
 use glam::{BVec4A, Vec3A, Vec4};
 use std::hint::select_unpredictable;
@@ -74,6 +74,11 @@ pub(crate) fn clip_brush(world: &World, index: usize, w: &TraceWork) -> BrushCli
     }
     let count = brush.num_sides as usize;
     let kernel = &world.kernel;
+    if let Some(&axial) = kernel.brush_axial.get(index) {
+        if let Some(axial) = kernel.axial_brushes.get(axial as usize) {
+            return clip_axial(axial, w);
+        }
+    }
     // The kernel's copy of the side planes, in lanes, when the world has
     // one, else the file's sides and planes: the same numbers.
     if let Some(&first) = kernel.brush_lanes.get(index) {
@@ -118,6 +123,68 @@ fn clip<const RAY: bool>(count: usize, w: &TraceWork, plane: impl Fn(usize) -> V
         (normal, dist)
     });
     clip_planes(w.start, w.end, planes)
+}
+
+/// [`clip_lanes`] for an axial box brush: the same numbers, bit for bit.
+/// For a normal `±e_k` the shifted distance `dist - corner·n` is
+/// `dist - lower_k` or `dist + upper_k`, and `start·n` is `±start_k`
+/// (the zero terms add only signed zeros, which no test and no fraction
+/// below can see); every side is met at once, three per vector.
+#[inline(always)]
+fn clip_axial(brush: &AxialBrush, w: &TraceWork) -> BrushClip {
+    const _: () = assert!(SURFACE_CLIP_EPSILON == 0.125);
+    let epsilon = Vec3A::splat(SURFACE_CLIP_EPSILON as f32);
+    let pos = brush.pos - w.lower;
+    let neg = brush.neg + w.extents;
+    let d1 = [w.start - pos, -w.start - neg];
+    let d2 = [w.end - pos, -w.end - neg];
+    let front1 = [d1[0].cmpgt(Vec3A::ZERO), d1[1].cmpgt(Vec3A::ZERO)];
+    let away = |h: usize| front1[h] & (d2[h].cmpge(epsilon) | d2[h].cmpge(d1[h]));
+    if (away(0) | away(1)).any() {
+        return BrushClip::Miss;
+    }
+    if !(front1[0] | front1[1]).any() {
+        let gets_out = (d2[0].cmpgt(Vec3A::ZERO) | d2[1].cmpgt(Vec3A::ZERO)).any();
+        return BrushClip::Inside { gets_out };
+    }
+    let mut largest = f32::NEG_INFINITY;
+    let mut leave = 1.0f32;
+    let mut enter = [Vec3A::ZERO; 2];
+    for h in 0..2 {
+        let crossing = !(d1[h].cmple(Vec3A::ZERO) & d2[h].cmple(Vec3A::ZERO));
+        let enters = d1[h].cmpgt(d2[h]);
+        let (entering, leaving) = (enters & crossing, !enters & crossing);
+        let e = Vec3A::select(enters, -epsilon, epsilon).to_array();
+        let denom = (d1[h] - d2[h]).to_array();
+        let a = d1[h].to_array();
+        let f: [f32; 3] =
+            std::array::from_fn(|k| ((a[k] as f64 + e[k] as f64) / denom[k] as f64) as f32);
+        let f = Vec3A::from_array(f);
+        let clamped = Vec3A::select(f.cmplt(Vec3A::ZERO), Vec3A::ZERO, f);
+        enter[h] = Vec3A::select(entering, clamped, Vec3A::NEG_INFINITY);
+        largest = largest.max(enter[h].max_element());
+        // (Clamped above at 1 by the minimum with the start value.)
+        leave = leave.min(Vec3A::select(leaving, f, Vec3A::INFINITY).min_element());
+    }
+    if largest == f32::NEG_INFINITY || largest >= leave {
+        // No side entered, or the move leaves before it is in (neither is
+        // NaN: no lane crossed divides by zero).
+        return BrushClip::Miss;
+    }
+    // The first side (in brush order) of the largest fraction.
+    let at = |h: usize, sides: Vec3A| {
+        Vec3A::select(
+            enter[h].cmpeq(Vec3A::splat(largest)),
+            sides,
+            Vec3A::splat(f32::INFINITY),
+        )
+        .min_element()
+    };
+    let side = at(0, brush.pos_side).min(at(1, brush.neg_side));
+    BrushClip::Enter {
+        frac: largest,
+        side: side as usize,
+    }
 }
 
 /// [`Crossings::clip`] before any side was entered.
@@ -544,6 +611,153 @@ mod tests {
         }
         // Every outcome is well represented.
         assert!(kinds.iter().take(3).all(|&n| n > 1_000), "{kinds:?}");
+    }
+
+    /// An axial box's six sides in a random order (`[x, y, z, dist]`), its
+    /// faces on a 1/64 grid or anywhere, sometimes thin as a sheet.
+    fn random_axial_box(rng: &mut Rng) -> Vec<[f32; 4]> {
+        let mut sides = Vec::new();
+        for k in 0..3 {
+            let low = rng.range(-64.0, 32.0);
+            let high = if rng.next().is_multiple_of(8) {
+                low + rng.range(0.0, 0.25)
+            } else {
+                low + rng.range(1.0, 64.0)
+            };
+            let mut n = [0.0f32; 3];
+            n[k] = 1.0;
+            sides.push([n[0], n[1], n[2], high]);
+            n[k] = -1.0;
+            sides.push([n[0], n[1], n[2], -low]);
+        }
+        for i in (1..sides.len()).rev() {
+            sides.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+        }
+        sides
+    }
+
+    /// A move whose centre meets two sides of `sides` (of different axes)
+    /// at the same distances at its start and at its end, so that both are
+    /// entered at the same fraction: on the 1/64 grid every number here is
+    /// exact. The third coordinate is `free`'s.
+    fn tie_move(rng: &mut Rng, sides: &[[f32; 4]], half: Vec3, free: Vec3) -> (Vec3, Vec3) {
+        let a = (rng.next() % 6) as usize;
+        let b = loop {
+            let b = (rng.next() % 6) as usize;
+            if (0..3).all(|k| sides[a][k] == 0.0 || sides[b][k] == 0.0) {
+                break b;
+            }
+        };
+        let (d1, d2) = (
+            (rng.next() % 512) as f32 / 8.0,
+            -((rng.next() % 64) as f32) / 8.0,
+        );
+        let (mut start, mut end) = (free, free + Vec3::new(1.0, 2.0, 3.0));
+        for side in [sides[a], sides[b]] {
+            let k = (0..3).find(|&k| side[k] != 0.0).unwrap_or(0);
+            // The side's plane pushed out by the box: `dist + half[k]`.
+            let at = |d: f32| side[k] * (d + side[3] + half[k]);
+            start[k] = at(d1);
+            end[k] = at(d2);
+        }
+        (start, end)
+    }
+
+    /// The axial box clip answers as the scalar loop over the brush's six
+    /// sides does, bit for bit (fraction, side, inside and getting out), for
+    /// rays, symmetric and lopsided boxes crossing, grazing, sliding along
+    /// faces, starting inside, missing, and entering two sides at once
+    /// (where the first in the brush's order must win), whatever that order.
+    #[test]
+    fn axial_clip_equals_the_scalar_clip() {
+        let mut rng = Rng(XorShift(0x51_7cc1_b727_220a));
+        let mut kinds = [0usize; 3];
+        let mut ties = 0;
+        for case in 0..80_000 {
+            let sides = random_axial_box(&mut rng);
+            let axial = AxialBrush::of(&sides).expect("six axial sides, one each way");
+            let (_, start, end, half) = random_case(&mut rng, case);
+            let (start, end) = match case % 8 {
+                // Starting or ending on a face, or 1/8 or 1/16 unit off it.
+                0..=3 => {
+                    let side = sides[(rng.next() % 6) as usize];
+                    let normal = Vec3::new(side[0], side[1], side[2]);
+                    let off = [0.0, 0.125, -0.125, 0.0625][(rng.next() % 4) as usize];
+                    let on_face = |p: Vec3| {
+                        p + normal * (side[3] + half.dot(normal.abs()) + off - p.dot(normal))
+                    };
+                    if case % 2 == 0 {
+                        (on_face(start), end)
+                    } else {
+                        (start, on_face(end))
+                    }
+                }
+                4 | 5 => {
+                    let half = half.map(|h| (h * 8.0).round() / 8.0);
+                    let free = start.map(|c| (c * 8.0).round() / 8.0);
+                    let (start, end) = tie_move(&mut rng, &sides, half, free);
+                    let q = TraceQuery::boxed(start, end, -half, half, 1);
+                    let w = TraceWork::new(&q);
+                    let planes: Vec<Vec4> = sides.iter().map(|&p| Vec4::from_array(p)).collect();
+                    let scalar = clip::<false>(6, &w, |k| planes[k]);
+                    assert_eq!(bits(clip_axial(&axial, &w)), bits(scalar), "tie {case}");
+                    ties += matches!(scalar, BrushClip::Enter { .. }) as usize;
+                    continue;
+                }
+                _ => (start, end),
+            };
+            // A third of the boxes lopsided (the box is made symmetric about
+            // a shifted centre, with rounding).
+            let (mins, maxs) = if case % 3 == 0 {
+                let shift = Vec3::new(rng.range(-9.0, 9.0), rng.range(-9.0, 9.0), 4.3);
+                (shift - half, shift + half * 1.37)
+            } else {
+                (-half, half)
+            };
+            let w = TraceWork::new(&TraceQuery::boxed(start, end, mins, maxs, 1));
+            let planes: Vec<Vec4> = sides.iter().map(|&p| Vec4::from_array(p)).collect();
+            let scalar = if w.is_point {
+                clip::<true>(6, &w, |k| planes[k])
+            } else {
+                clip::<false>(6, &w, |k| planes[k])
+            };
+            assert_eq!(
+                bits(clip_axial(&axial, &w)),
+                bits(scalar),
+                "case {case}: {sides:?} {start} {end} {mins} {maxs}"
+            );
+            kinds[bits(scalar).0 as usize] += 1;
+        }
+        assert!(kinds.iter().all(|&n| n > 500), "{kinds:?}");
+        assert!(ties > 1_000, "{ties} ties entered");
+    }
+
+    /// Only six axial sides, one facing each way, make an axial box.
+    #[test]
+    fn axial_boxes_are_told_apart() {
+        let cube = |d: f32| -> Vec<[f32; 4]> {
+            (0..6)
+                .map(|s| {
+                    let mut p = [0.0, 0.0, 0.0, d];
+                    p[s / 2] = if s % 2 == 0 { 1.0 } else { -1.0 };
+                    p
+                })
+                .collect()
+        };
+        let axial = AxialBrush::of(&cube(8.0)).expect("a cube");
+        assert_eq!(axial.pos, Vec3A::splat(8.0));
+        assert_eq!(axial.pos_side, Vec3A::new(0.0, 2.0, 4.0));
+        assert_eq!(axial.neg_side, Vec3A::new(1.0, 3.0, 5.0));
+        let mut twice = cube(8.0);
+        twice[1] = twice[0];
+        assert!(AxialBrush::of(&twice).is_none(), "+x twice, no -x");
+        let mut slanted = cube(8.0);
+        slanted[2] = [0.6, 0.8, 0.0, 8.0];
+        assert!(AxialBrush::of(&slanted).is_none());
+        let mut seven = cube(8.0);
+        seven.push([0.0, 0.0, 1.0, 9.0]);
+        assert!(AxialBrush::of(&seven).is_none());
+        assert!(AxialBrush::of(&cube(8.0)[..5]).is_none());
     }
 
     /// A shape's clip two ways: its first `sides` planes as sides and the

@@ -85,6 +85,57 @@ impl SideLanes {
     }
 }
 
+/// A brush of six axial sides, one facing each way (a box: most brushes
+/// of most maps), for the box clip's shortcut ([`crate::trace::brush`]):
+/// lane `k` of `pos` is the distance of the side whose normal is `+e_k`,
+/// of `neg` the side whose normal is `-e_k`; `pos_side` and `neg_side`
+/// hold those sides' indices within the brush (as `f32`, exact).
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AxialBrush {
+    pub pos: Vec3A,
+    pub neg: Vec3A,
+    pub pos_side: Vec3A,
+    pub neg_side: Vec3A,
+}
+const _: () = assert!(std::mem::size_of::<AxialBrush>() == 64);
+
+impl AxialBrush {
+    /// The record of a brush with these side planes (`[x, y, z, dist]`, in
+    /// side order), if it is an axial box: six sides, each normal a unit
+    /// axis exactly, each of the six directions once.
+    pub(crate) fn of(planes: &[[f32; 4]]) -> Option<Self> {
+        if planes.len() != 6 {
+            return None;
+        }
+        let mut pos = [None; 3];
+        let mut neg = [None; 3];
+        for (side, p) in planes.iter().enumerate() {
+            let axis = (0..3).find(|&k| p[k].abs() == 1.0)?;
+            if (0..3).any(|k| k != axis && p[k] != 0.0) {
+                return None;
+            }
+            let slot = if p[axis] > 0.0 {
+                &mut pos[axis]
+            } else {
+                &mut neg[axis]
+            };
+            if slot.replace((p[3], side as f32)).is_some() {
+                return None;
+            }
+        }
+        let lanes = |v: [Option<(f32, f32)>; 3], pick: fn((f32, f32)) -> f32| {
+            Some(Vec3A::new(pick(v[0]?), pick(v[1]?), pick(v[2]?)))
+        };
+        Some(AxialBrush {
+            pos: lanes(pos, |x| x.0)?,
+            neg: lanes(neg, |x| x.0)?,
+            pos_side: lanes(pos, |x| x.1)?,
+            neg_side: lanes(neg, |x| x.1)?,
+        })
+    }
+}
+
 /// The derived tree of one world.
 #[derive(Debug, Clone, Default)]
 pub struct KernelTree {
@@ -100,6 +151,10 @@ pub struct KernelTree {
     pub side_lanes: Vec<SideLanes>,
     /// ... which this holds, per brush.
     pub brush_lanes: Vec<u32>,
+    /// The axial boxes among the brushes ...
+    pub axial_brushes: Vec<AxialBrush>,
+    /// ... and which one each brush is (`u32::MAX`: not one).
+    pub brush_axial: Vec<u32>,
     /// The patch facets' planes, four to a record: each facet's surface
     /// plane, then its borders (inward ones flipped), from its own first
     /// record ...
@@ -145,6 +200,8 @@ pub static EMPTY: KernelTree = KernelTree {
     brush_bounds: Vec::new(),
     side_lanes: Vec::new(),
     brush_lanes: Vec::new(),
+    axial_brushes: Vec::new(),
+    brush_axial: Vec::new(),
     facet_lanes: Vec::new(),
     facets: Vec::new(),
     bvh: Bvh::EMPTY,
@@ -284,6 +341,18 @@ pub fn build(world: &World) -> KernelTree {
         };
     }
     let (side_lanes, brush_lanes) = side_lanes(world);
+    let mut axial_brushes = Vec::new();
+    let brush_axial = world
+        .brushes
+        .iter()
+        .map(|brush| match AxialBrush::of(&brush_planes(world, brush)) {
+            Some(a) => {
+                axial_brushes.push(a);
+                (axial_brushes.len() - 1) as u32
+            }
+            None => u32::MAX,
+        })
+        .collect();
     let (facet_lanes, facets) = facet_lanes(world);
     let unlisted = super::listing::find(world);
     let bvh = super::bvh::build(world, &brush_bounds, &unlisted);
@@ -292,6 +361,8 @@ pub fn build(world: &World) -> KernelTree {
         brush_bounds,
         side_lanes,
         brush_lanes,
+        axial_brushes,
+        brush_axial,
         facet_lanes,
         facets,
         bvh,
