@@ -346,10 +346,11 @@ pub fn build(world: &World) -> KernelTree {
         .brushes
         .iter()
         .map(|brush| match AxialBrush::of(&brush_planes(world, brush)) {
-            Some(a) => {
+            // (Past `u32::MAX - 1` records, brushes keep the side clip.)
+            Some(a) => u32::try_from(axial_brushes.len()).map_or(u32::MAX, |at| {
                 axial_brushes.push(a);
-                (axial_brushes.len() - 1) as u32
-            }
+                at
+            }),
             None => u32::MAX,
         })
         .collect();
