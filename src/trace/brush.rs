@@ -157,8 +157,7 @@ fn clip_axial(brush: &AxialBrush, w: &TraceWork) -> BrushClip {
         let e = Vec3A::select(enters, -epsilon, epsilon).to_array();
         let denom = (d1[h] - d2[h]).to_array();
         let a = d1[h].to_array();
-        let f: [f32; 3] =
-            std::array::from_fn(|k| ((a[k] as f64 + e[k] as f64) / denom[k] as f64) as f32);
+        let f: [f32; 3] = std::array::from_fn(|k| epsilon_fraction(a[k], e[k], denom[k]));
         let f = Vec3A::from_array(f);
         let clamped = Vec3A::select(f.cmplt(Vec3A::ZERO), Vec3A::ZERO, f);
         enter[h] = Vec3A::select(entering, clamped, Vec3A::NEG_INFINITY);
@@ -185,6 +184,15 @@ fn clip_axial(brush: &AxialBrush, w: &TraceWork) -> BrushClip {
         frac: largest,
         side: side as usize,
     }
+}
+
+/// Where a move whose distance to a plane goes from `d1` by `denom` (start
+/// minus end) comes within `epsilon` of it (±1/8: entering or leaving), in
+/// f64 as [`Crossings::cross`] computes it (`x - e` is `x + -e` in IEEE
+/// arithmetic, and ±1/8 widens exactly).
+#[inline(always)]
+fn epsilon_fraction(d1: f32, epsilon: f32, denom: f32) -> f32 {
+    ((d1 as f64 + epsilon as f64) / denom as f64) as f32
 }
 
 /// [`Crossings::clip`] before any side was entered.
@@ -295,10 +303,8 @@ impl Crossings {
         let enters = d1.cmpgt(d2);
         let entering = enters & crossing;
         let leaving = !enters & crossing;
-        // Each lane's fraction in f64, as `cross` computes it (x - e is
-        // x + -e in IEEE arithmetic; ±1/8 is exact in f32 and widens
-        // exactly); lanes not crossed may divide by zero, and are masked
-        // out below.
+        // Each lane's fraction ([`epsilon_fraction`]); lanes not crossed
+        // may divide by zero, and are masked out below.
         let epsilon = Vec4::select(
             enters,
             Vec4::splat(-SURFACE_CLIP_EPSILON as f32),
@@ -308,7 +314,7 @@ impl Crossings {
         let denom = (d1 - d2).to_array();
         let d1 = d1.to_array();
         let fractions: [f32; 4] =
-            std::array::from_fn(|k| ((d1[k] as f64 + epsilon[k] as f64) / denom[k] as f64) as f32);
+            std::array::from_fn(|k| epsilon_fraction(d1[k], epsilon[k], denom[k]));
         let fractions = Vec4::from_array(fractions);
         // Entering: clamped below at 0; the first side (in order) of the
         // largest fraction wins, when it beats the entry so far.
