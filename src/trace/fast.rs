@@ -376,7 +376,27 @@ impl Ray {
 
 /// Searches the kernel's hierarchy for what the move (not a position test)
 /// touches.
+#[inline(always)]
 pub(crate) fn search<C: Clipper, P: Probe>(
+    world: &World,
+    bvh: &Bvh,
+    clipper: &C,
+    scratch: &mut Scratch,
+    probe: &mut P,
+) -> Outcome {
+    // A function each: the full trace's code is then laid out as it is
+    // without any-hit's walk beside it (inlined together, the full trace
+    // ran 5-10 % slower on rays for the same instructions).
+    if clipper.any_hit() {
+        search_as::<C, P, true>(world, bvh, clipper, scratch, probe)
+    } else {
+        search_as::<C, P, false>(world, bvh, clipper, scratch, probe)
+    }
+}
+
+/// [`search`] for a full trace or (`ANY_HIT`) an any-hit search.
+#[inline(never)]
+fn search_as<C: Clipper, P: Probe, const ANY_HIT: bool>(
     world: &World,
     bvh: &Bvh,
     clipper: &C,
@@ -386,11 +406,11 @@ pub(crate) fn search<C: Clipper, P: Probe>(
     let mut search = Search::new();
     // Sized once per world; indexed with a local top, which stays in a
     // register (a Vec's length would be written back on every push).
-    let depth = bvh.stack_depth + WIDTH;
+    let depth = stack_len(bvh);
     if scratch.bvh_stack.len() < depth {
         scratch.bvh_stack.resize(depth, Entry::NONE);
     }
-    let stop = run(
+    let stop = run::<C, P, ANY_HIT>(
         world,
         bvh,
         clipper,
@@ -405,7 +425,7 @@ pub(crate) fn search<C: Clipper, P: Probe>(
 /// and patches, or for rays the brushes' tree and the patches' (searched to
 /// the end of the move), nearest child first.
 #[inline(always)]
-fn run<C: Clipper, P: Probe>(
+fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
     world: &World,
     bvh: &Bvh,
     clipper: &C,
@@ -427,7 +447,7 @@ fn run<C: Clipper, P: Probe>(
     // or a chosen tree measured 1-2 % slower (the walk is inlined at each).
     if !all_patches {
         // Brushes and patches alike: one tree, one root.
-        return walk(
+        return walk_tree::<C, P, ANY_HIT>(
             world,
             bvh,
             &bvh.combined,
@@ -441,7 +461,7 @@ fn run<C: Clipper, P: Probe>(
             probe,
         );
     }
-    walk(
+    walk_tree::<C, P, ANY_HIT>(
         world,
         bvh,
         &bvh.brushes,
@@ -454,7 +474,7 @@ fn run<C: Clipper, P: Probe>(
         stack,
         probe,
     )?;
-    walk(
+    walk_tree::<C, P, ANY_HIT>(
         world,
         bvh,
         &bvh.patches,
@@ -488,17 +508,12 @@ pub(super) fn walk<C: Clipper, P: Probe>(
     stack: &mut [Entry],
     probe: &mut P,
 ) -> Result<(), Stop> {
-    // Every core belongs to a solid brush: the mask decides for all.
-    let stops = clipper.stops_at_solid_cores() && clipper.mask() & CONTENTS_SOLID != 0;
-    let cores = if stops { cores } else { &[] };
-    // A loop of its own for each: the full trace's has no trace of
-    // any-hit's tests (they cost it up to 3 % more instructions).
     if clipper.any_hit() {
-        walk_as::<C, P, true>(
+        walk_tree::<C, P, true>(
             world, bvh, nodes, cores, from, to_the_end, ray, clipper, search, stack, probe,
         )
     } else {
-        walk_as::<C, P, false>(
+        walk_tree::<C, P, false>(
             world, bvh, nodes, cores, from, to_the_end, ray, clipper, search, stack, probe,
         )
     }
@@ -507,7 +522,7 @@ pub(super) fn walk<C: Clipper, P: Probe>(
 /// [`walk`] for a full trace or (`ANY_HIT`) an any-hit search.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn walk_as<C: Clipper, P: Probe, const ANY_HIT: bool>(
+fn walk_tree<C: Clipper, P: Probe, const ANY_HIT: bool>(
     world: &World,
     bvh: &Bvh,
     nodes: &[BvhNode],
@@ -520,14 +535,121 @@ fn walk_as<C: Clipper, P: Probe, const ANY_HIT: bool>(
     stack: &mut [Entry],
     probe: &mut P,
 ) -> Result<(), Stop> {
+    if ANY_HIT {
+        // Every core belongs to a solid brush: the mask decides for all.
+        let stops = clipper.stops_at_solid_cores() && clipper.mask() & CONTENTS_SOLID != 0;
+        let cores = if stops { cores } else { &[] };
+        walk_any(
+            world, bvh, nodes, cores, from, ray, clipper, search, stack, probe,
+        )
+    } else {
+        walk_full(
+            world, bvh, nodes, from, to_the_end, ray, clipper, search, stack, probe,
+        )
+    }
+}
+
+/// The stack a search needs: a full trace's holds at most
+/// `bvh.stack_depth` entries and room for one node's children; any-hit's
+/// twice that, so that it may take two nodes at a time (see [`walk_any`]).
+pub(super) fn stack_len(bvh: &Bvh) -> usize {
+    2 * bvh.stack_depth + 4 * WIDTH
+}
+
+/// [`walk`] for any-hit: the entered children of a node are pushed in any
+/// order (the first contact anywhere ends the search), and when the two
+/// entries on top of the stack are both nodes, both are tested in one step.
+/// A move that touches nothing visits every node it enters either way; two
+/// at a time, the two chains of dependent loads and compares overlap (the
+/// next node of each is known only when its own test is done). Stops where
+/// the move passes through a solid core of `cores`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn walk_any<C: Clipper, P: Probe>(
+    world: &World,
+    bvh: &Bvh,
+    nodes: &[BvhNode],
+    cores: &[CoreLanes],
+    from: u32,
+    ray: &Ray,
+    clipper: &C,
+    search: &mut Search,
+    stack: &mut [Entry],
+    probe: &mut P,
+) -> Result<(), Stop> {
     if nodes.is_empty() {
         return Ok(());
     }
     let mask = clipper.mask();
-    let any_hit = ANY_HIT;
-    // Only any-hit may stop at a core (a constant: the full trace's loop
-    // has no test left).
-    let cores = if ANY_HIT { cores } else { &[] };
+    // One node step: its entered children, or the hit at a core.
+    let step = |reference: u32, probe: &mut P| {
+        probe.bvh_node();
+        let node = &nodes[reference as usize];
+        let hits = ray.enter(node, 1.0).1 & lanes_in_mask(&node.contents, mask);
+        // A core lies inside its child's bounds: only a child entered can
+        // have one the move passes through.
+        if hits != 0 && !cores.is_empty() && ray.core_hits(&cores[reference as usize]) != 0 {
+            probe.core_stop();
+            return Err(Stop::Hit);
+        }
+        Ok((node, hits))
+    };
+    let push = |stack: &mut [Entry], top: &mut usize, node: &BvhNode, mut hits: u32| {
+        while hits != 0 {
+            let slot = hits.trailing_zeros() as usize;
+            hits &= hits - 1;
+            stack[*top] = Entry::entered(node.children[slot], 0.0);
+            *top += 1;
+        }
+    };
+    // A step of two nodes pops two entries and pushes up to eight. Taken
+    // only up to this height, so that walking everything then on the stack
+    // one node at a time (at most `stack_depth` entries above the highest,
+    // and a node's children) still fits.
+    let pair_height = stack.len().saturating_sub(bvh.stack_depth + 3 * WIDTH);
+    let mut current = from;
+    let mut top = 0;
+    loop {
+        if current & PRIMITIVE != 0 {
+            primitive(world, bvh, current, clipper, search, probe)?;
+        } else if top > 0 && top <= pair_height && stack[top - 1].child() & PRIMITIVE == 0 {
+            top -= 1;
+            let other = stack[top].child();
+            let (first, first_hits) = step(current, probe)?;
+            let (second, second_hits) = step(other, probe)?;
+            push(stack, &mut top, second, second_hits);
+            push(stack, &mut top, first, first_hits);
+        } else {
+            let (node, hits) = step(current, probe)?;
+            push(stack, &mut top, node, hits);
+        }
+        if top == 0 {
+            return Ok(());
+        }
+        top -= 1;
+        current = stack[top].child();
+    }
+}
+
+/// [`walk`] for a full trace.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn walk_full<C: Clipper, P: Probe>(
+    world: &World,
+    bvh: &Bvh,
+    nodes: &[BvhNode],
+    from: u32,
+    to_the_end: bool,
+    ray: &Ray,
+    clipper: &C,
+    search: &mut Search,
+    stack: &mut [Entry],
+    probe: &mut P,
+) -> Result<(), Stop> {
+    if nodes.is_empty() {
+        return Ok(());
+    }
+    let mask = clipper.mask();
     let limit = |search: &Search| if to_the_end { 1.0 } else { search.window };
     // The entry being visited: the root first, then the nearest child
     // entered, straight (no stack round trip), or the next one popped.
@@ -541,34 +663,11 @@ fn walk_as<C: Clipper, P: Probe, const ANY_HIT: bool>(
             let node = &nodes[current as usize];
             let (near, hits) = ray.enter(node, limit(search));
             let hits = hits & lanes_in_mask(&node.contents, mask);
-            if hits != 0 && !cores.is_empty() {
-                // A core lies inside its child's bounds: only a child
-                // entered can have one the move passes through.
-                if ray.core_hits(&cores[current as usize]) != 0 {
-                    probe.core_stop();
-                    return Err(Stop::Hit);
-                }
-            }
             if hits != 0 && hits & (hits - 1) == 0 {
                 current = node.children[hits.trailing_zeros() as usize];
                 continue 'visit;
             }
             if hits != 0 {
-                if any_hit {
-                    // Any-hit stops at the first contact wherever it is:
-                    // no order needed, only the entered children.
-                    let near = near.to_array();
-                    let mut hits = hits;
-                    while hits != 0 {
-                        let slot = hits.trailing_zeros() as usize;
-                        hits &= hits - 1;
-                        stack[top] = Entry::entered(node.children[slot], near[slot]);
-                        top += 1;
-                    }
-                    top -= 1;
-                    current = stack[top].child();
-                    continue 'visit;
-                }
                 // Visit the nearest child entered and push the others,
                 // nearest on top: pruning by the window works best when the
                 // nearest contact is found first. Ordered with a sorting

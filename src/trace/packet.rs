@@ -208,6 +208,7 @@ pub(crate) fn search_packet<C: Clipper>(
     if scratch.packet_stack.len() < depth {
         scratch.packet_stack.resize(depth, PacketEntry::default());
     }
+    let depth = super::fast::stack_len(bvh);
     if scratch.bvh_stack.len() < depth {
         scratch.bvh_stack.resize(depth, super::fast::Entry::NONE);
     }
