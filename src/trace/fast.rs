@@ -602,10 +602,11 @@ fn walk_any<C: Clipper, P: Probe>(
             *top += 1;
         }
     };
-    // A step of two nodes pops two entries and pushes up to eight. Taken
-    // only up to this height, so that walking everything then on the stack
-    // one node at a time (at most `stack_depth` entries above the highest,
-    // and a node's children) still fits.
+    // A step of two nodes pops two entries and pushes up to eight, so it is
+    // taken only up to this height: it then leaves the stack below
+    // `len - stack_depth - WIDTH`, and walking one node at a time from any
+    // entry adds at most `stack_depth` entries above it and one node's
+    // children (as in the full trace), so the stack never overflows.
     let pair_height = stack.len().saturating_sub(bvh.stack_depth + 3 * WIDTH);
     let mut current = from;
     let mut top = 0;
