@@ -404,20 +404,8 @@ fn search_as<C: Clipper, P: Probe, const ANY_HIT: bool>(
     probe: &mut P,
 ) -> Outcome {
     let mut search = Search::new();
-    // Sized once per world; indexed with a local top, which stays in a
-    // register (a Vec's length would be written back on every push).
-    let depth = stack_len(bvh);
-    if scratch.bvh_stack.len() < depth {
-        scratch.bvh_stack.resize(depth, Entry::NONE);
-    }
-    let stop = run::<C, P, ANY_HIT>(
-        world,
-        bvh,
-        clipper,
-        &mut search,
-        &mut scratch.bvh_stack,
-        probe,
-    );
+    let stack = search_stack(&mut scratch.bvh_stack, bvh);
+    let stop = run::<C, P, ANY_HIT>(world, bvh, clipper, &mut search, stack, probe);
     search.outcome(stop)
 }
 
@@ -549,11 +537,18 @@ fn walk_tree<C: Clipper, P: Probe, const ANY_HIT: bool>(
     }
 }
 
-/// The stack a search needs: a full trace's holds at most
-/// `bvh.stack_depth` entries and room for one node's children; any-hit's
-/// twice that, so that it may take two nodes at a time (see [`walk_any`]).
-pub(super) fn stack_len(bvh: &Bvh) -> usize {
-    2 * bvh.stack_depth + 4 * WIDTH
+/// The stack for a search of `bvh`, in the scratch's `stack`: a full
+/// trace's holds at most `bvh.stack_depth` entries and room for one node's
+/// children; any-hit's twice that, so that it may take two nodes at a time
+/// (see [`walk_any`]). Sized once per world; indexed with a local top,
+/// which stays in a register (a Vec's length would be written back on
+/// every push).
+pub(super) fn search_stack<'a>(stack: &'a mut Vec<Entry>, bvh: &Bvh) -> &'a mut [Entry] {
+    let len = 2 * bvh.stack_depth + 4 * WIDTH;
+    if stack.len() < len {
+        stack.resize(len, Entry::NONE);
+    }
+    stack
 }
 
 /// [`walk`] for any-hit: the entered children of a node are pushed in any

@@ -208,13 +208,9 @@ pub(crate) fn search_packet<C: Clipper>(
     if scratch.packet_stack.len() < depth {
         scratch.packet_stack.resize(depth, PacketEntry::default());
     }
-    let depth = super::fast::stack_len(bvh);
-    if scratch.bvh_stack.len() < depth {
-        scratch.bvh_stack.resize(depth, super::fast::Entry::NONE);
-    }
     let mut stacks = Stacks {
         packet: &mut scratch.packet_stack,
-        alone: &mut scratch.bvh_stack,
+        alone: super::fast::search_stack(&mut scratch.bvh_stack, bvh),
     };
     let trees: [(&[BvhNode], &[CoreLanes], u32); 2] = [
         (&bvh.brushes, &bvh.brush_cores, 0),
