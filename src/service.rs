@@ -6,7 +6,7 @@ use crate::math::Vec3;
 use crate::query::{answer_all, Answer, Query, QueryError, QueryLine, Request};
 use crate::registry::{valid_world_name, Registry, WorldVersion};
 use crate::trace::{
-    any_hit, run_batch, trace, BatchOptions, BatchResults, TraceQuery, TraceResult,
+    any_hit_queries, trace_queries, BatchOptions, BatchResults, TraceQuery, TraceResult,
 };
 use serde::Serialize;
 use std::sync::Arc;
@@ -368,14 +368,10 @@ impl Service {
         let queries = batch.queries(n)?;
         let view = version.world.view();
         let results = if batch.template.any == Some(true) {
-            PackedResults::Hits(run_batch(n, &self.batch, |i, scratch| {
-                any_hit(&view, &queries[i], scratch)
-            }))
+            PackedResults::Hits(any_hit_queries(&view, &queries, &self.batch))
         } else {
             let mut out = BatchResults::default();
-            for r in run_batch(n, &self.batch, |i, scratch| {
-                trace(&view, &queries[i], scratch)
-            }) {
+            for r in trace_queries(&view, &queries, &self.batch) {
                 out.push(&r);
             }
             PackedResults::Traces(out)

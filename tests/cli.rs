@@ -170,13 +170,13 @@ fn check_finds_the_fast_paths_equal_to_the_walk() {
         assert!(out.status.success(), "{map}: {text}");
         assert!(text.starts_with("moves  "), "{map}: {text}");
         assert!(text.contains(" 5000 ("), "{map}: {text}");
-        // Rays and boxes, then the same boxes as shapes: four paths each.
+        // Rays and boxes, then the same boxes as shapes: six paths each.
         let differ: Vec<&str> = text.lines().filter(|l| l.contains(" differ")).collect();
-        assert_eq!(differ.len(), 8, "{map}: {text}");
-        for line in &differ[..4] {
+        assert_eq!(differ.len(), 12, "{map}: {text}");
+        for line in &differ[..6] {
             assert!(line.contains(" 0 of 5000 differ"), "{map}: {line}");
         }
-        for line in &differ[4..] {
+        for line in &differ[6..] {
             assert!(line.starts_with("shapes: "), "{map}: {line}");
             assert!(line.contains(" 0 of "), "{map}: {line}");
         }

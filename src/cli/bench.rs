@@ -10,6 +10,7 @@ use super::WorldArgs;
 use anyhow::{bail, Context};
 use bspq::conformance::read_lines;
 use bspq::query::{Query, QueryLine};
+use bspq::trace::sieve::Sieve;
 use bspq::trace::{
     any_hit, any_hit_with_stats, point_contents, trace, trace_queries, trace_with_stats,
     BatchOptions, Scratch, TraceQuery, WalkStats,
@@ -416,6 +417,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             black_box(trace_queries(&world, black_box(chunk), &in_packets));
         }
     });
+    // The share of queries the batch's first pass answers without a search.
+    let sieve = Sieve::new(&world);
+    let sifted = traces.iter().filter(|q| sieve.touches_nothing(q)).count();
+    let sifted_share = sifted as f64 / traces.len().max(1) as f64;
     let bspq_anyhit = measure(traces.len(), args.runs, min_run, || {
         for q in &traces {
             black_box(any_hit(&world, black_box(q), &mut scratch));
@@ -520,7 +525,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     ];
     if !traces.is_empty() {
         report.push(stats_line("bspq", &bspq));
-        report.push(stats_line(&format!("batch {}", args.batch), &bspq_batch));
+        report.push(format!(
+            "{} ({:.0} % answered by the first pass)",
+            stats_line(&format!("batch {}", args.batch), &bspq_batch),
+            100.0 * sifted_share
+        ));
         report.push(stats_line("packets", &bspq_packets));
         report.push(stats_line("any-hit", &bspq_anyhit));
     }
@@ -628,6 +637,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             "batch": args.batch,
             "bspq_batch_qps": has_traces.then_some(bspq_batch.wall.median),
             "bspq_batch": has_traces.then(|| stats_json(&bspq_batch)),
+            "batch_sifted": has_traces.then_some(sifted_share),
             "bspq_anyhit_qps": has_traces.then_some(bspq_anyhit.wall.median),
             "bspq_anyhit": has_traces.then(|| stats_json(&bspq_anyhit)),
             "anyhit_over_full": has_traces.then(|| ratio(bspq_anyhit.wall.median, bspq.wall.median)),

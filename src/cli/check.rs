@@ -14,7 +14,8 @@ use bspq::accuracy::{shape_query, KINDS};
 use bspq::math::XorShift;
 use bspq::query::{QueryLine, ShapeLine};
 use bspq::trace::{
-    any_hit, point_contents, trace, trace_queries, BatchOptions, Scratch, TraceQuery, TraceResult,
+    any_hit, any_hit_queries, point_contents, trace, trace_queries, BatchOptions, Scratch,
+    TraceQuery, TraceResult,
 };
 use bspq::world::World;
 use clap::Args;
@@ -120,7 +121,15 @@ fn compare(world: &World, label: &str, moves: &[TraceQuery]) -> bool {
         .filter(|&i| hits[i] != (expected[i].fraction < 1.0))
         .collect();
     report("any-hit vs walk", wrong, &|i| format!("hit: {}", hits[i]));
+    let hits = any_hit_queries(world, moves, &BatchOptions::single_thread());
+    let wrong = (0..moves.len())
+        .filter(|&i| hits[i] != (expected[i].fraction < 1.0))
+        .collect();
+    report("any-hit batch vs walk", wrong, &|i| {
+        format!("hit: {}", hits[i])
+    });
     for (name, options) in [
+        ("batch, 1 thread", BatchOptions::single_thread()),
         (
             "batch, 2 threads",
             BatchOptions {

@@ -129,6 +129,17 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         world.kernel.axial_brushes.len(),
         world.brushes.len()
     );
+    let occupancy = &world.kernel.occupancy;
+    if occupancy.bytes() == 0 {
+        println!("occupancy grid   none (an unbounded brush, or nothing to mark): batches search every query");
+    } else {
+        let [x, y, z] = occupancy.cells();
+        println!(
+            "occupancy grid   {x} x {y} x {z} cells of {} units, {} bytes (a batch answers moves that reach no marked cell at once)",
+            occupancy.cell_size(),
+            occupancy.bytes()
+        );
+    }
     let (brushes, facets) = world.kernel.unlisted.counts();
     println!(
         "unlisted         {brushes} brushes, {facets} facets reach where the source's tree does not list them"

@@ -11,11 +11,13 @@
 
 use super::coherence::morton_order;
 use super::packet::PACKET;
+use super::sieve::{missed, Moves, Sieve};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::Vec3;
 use crate::world::World;
 use rayon::prelude::*;
 use std::cell::RefCell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -65,6 +67,19 @@ impl<'a> TraceBatch<'a> {
             self.maxs,
             self.masks.map_or(self.mask, |m| m[i]),
         )
+    }
+
+    /// Which of four queries surely touch nothing (see [`Sieve`]).
+    #[inline(always)]
+    fn touch_nothing(&self, sieve: &Sieve, group: [usize; 4]) -> u32 {
+        let [a, b, c, d] = group;
+        let (mins, maxs) = (self.mins, self.maxs);
+        sieve.moves_touch_nothing(&Moves::of([
+            [self.starts[a], self.ends[a], mins, maxs],
+            [self.starts[b], self.ends[b], mins, maxs],
+            [self.starts[c], self.ends[c], mins, maxs],
+            [self.starts[d], self.ends[d], mins, maxs],
+        ]))
     }
 
     /// The arrays must have one entry per query.
@@ -215,9 +230,17 @@ pub fn trace_batch(
     } else {
         // The trace inlined here: a query built for a call, then read
         // back in lanes, stalled on its own stores.
-        run(batch.len(), options, |i, scratch| {
-            super::trace_probed(world, &batch.query(i), scratch, &mut ())
-        })
+        let sieve = Sieve::new(world);
+        run_sifted(
+            batch.len(),
+            options,
+            |group| batch.touch_nothing(&sieve, group),
+            |i| TraceResult {
+                endpos: batch.ends[i],
+                ..TraceResult::default()
+            },
+            |i, scratch| super::trace_probed(world, &batch.query(i), scratch, &mut ()),
+        )
     };
     out.clear();
     for r in &results {
@@ -241,9 +264,14 @@ pub fn any_hit_batch(
             .map(|r| r.fraction < 1.0)
             .collect()
     } else {
-        run(batch.len(), options, |i, scratch| {
-            super::any_hit_probed(world, &batch.query(i), scratch, &mut ())
-        })
+        let sieve = Sieve::new(world);
+        run_sifted(
+            batch.len(),
+            options,
+            |group| batch.touch_nothing(&sieve, group),
+            |_| false,
+            |i, scratch| super::any_hit_probed(world, &batch.query(i), scratch, &mut ()),
+        )
     };
     Ok(())
 }
@@ -319,10 +347,30 @@ pub fn trace_queries(
             super::trace_packet(world, &refs[..members.len()], false, scratch, emit)
         })
     } else {
-        run(queries.len(), options, |i, scratch| {
-            super::trace(world, &queries[i], scratch)
-        })
+        let sieve = Sieve::new(world);
+        run_sifted(
+            queries.len(),
+            options,
+            |[a, b, c, d]| {
+                sieve.touch_nothing([&queries[a], &queries[b], &queries[c], &queries[d]])
+            },
+            |i| missed(&queries[i]),
+            |i, scratch| super::trace(world, &queries[i], scratch),
+        )
     }
+}
+
+/// Any-hit for a list of queries with any shapes and masks, in order:
+/// answer `i` is [`super::any_hit`] of `queries[i]`.
+pub fn any_hit_queries(world: &World, queries: &[TraceQuery], options: &BatchOptions) -> Vec<bool> {
+    let sieve = Sieve::new(world);
+    run_sifted(
+        queries.len(),
+        options,
+        |[a, b, c, d]| sieve.touch_nothing([&queries[a], &queries[b], &queries[c], &queries[d]]),
+        |_| false,
+        |i, scratch| super::any_hit(world, &queries[i], scratch),
+    )
 }
 
 /// Pieces per thread a parallel batch is cut into (for balance) ...
@@ -342,23 +390,95 @@ where
     R: Send,
     F: Fn(usize, &mut Scratch) -> R + Sync,
 {
+    run_pieces(n, options, |first, slots, scratch| {
+        for (j, slot) in slots.iter_mut().enumerate() {
+            slot.write(answer(first + j, scratch));
+        }
+    })
+}
+
+/// [`run`] with a first pass: `sift(indices)` tells, cheaply and without a
+/// search, which of four queries' answers are already known (a bitmask,
+/// bit `k` for `indices[k]`; past the end of a batch the last index
+/// repeats), and `known(i)` gives such an answer. Each piece of the batch
+/// is sifted four queries at a time with no branch per query (a branch on
+/// whether a query was sifted out would be mispredicted about as often as
+/// it saves a search), into a list of the known and a list of the rest;
+/// then the known get their answers and the rest are answered by `answer`.
+pub fn run_sifted<R, S, K, F>(
+    n: usize,
+    options: &BatchOptions,
+    sift: S,
+    known: K,
+    answer: F,
+) -> Vec<R>
+where
+    R: Send,
+    S: Fn([usize; 4]) -> u32 + Sync,
+    K: Fn(usize) -> R + Sync,
+    F: Fn(usize, &mut Scratch) -> R + Sync,
+{
+    run_pieces(n, options, |first, slots, scratch| {
+        let len = slots.len();
+        let mut lists = std::mem::take(&mut scratch.batch_lists);
+        lists.clear();
+        lists.resize(len + 1, 0);
+        // The known from the front, the rest from the back: each query's
+        // index is written at both ends, and one end moves past it.
+        let (mut front, mut back) = (0, len);
+        for group in (0..len).step_by(4) {
+            let at = |k: usize| first + (group + k).min(len - 1);
+            let known = sift([at(0), at(1), at(2), at(3)]);
+            for k in 0..(len - group).min(4) {
+                let is_known = known >> k & 1 != 0;
+                lists[front] = (group + k) as u32;
+                lists[back] = (group + k) as u32;
+                front += usize::from(is_known);
+                back -= usize::from(!is_known);
+            }
+        }
+        for &j in &lists[..front] {
+            slots[j as usize].write(known(first + j as usize));
+        }
+        for &j in lists[back + 1..].iter().rev() {
+            slots[j as usize].write(answer(first + j as usize, scratch));
+        }
+        scratch.batch_lists = lists;
+    })
+}
+
+/// Runs `piece(first, slots, scratch)` over pieces of `0..n`: it must write
+/// every slot of `slots`, the answers to queries `first..first +
+/// slots.len()`. On the calling thread alone (one piece), or in pieces
+/// taken by the calling thread and helpers on rayon's global pool.
+fn run_pieces<R, P>(n: usize, options: &BatchOptions, piece: P) -> Vec<R>
+where
+    R: Send,
+    P: Fn(usize, &mut [MaybeUninit<R>], &mut Scratch) + Sync,
+{
     let threads = options.threads_for(n);
+    let mut out: Vec<R> = Vec::with_capacity(n);
     if threads <= 1 {
         // One thread: answers go straight into the output, in order.
-        let mut out = Vec::with_capacity(n);
-        with_scratch(|scratch| out.extend((0..n).map(|i| answer(i, scratch))));
+        with_scratch(|scratch| piece(0, &mut out.spare_capacity_mut()[..n], scratch));
+        // SAFETY: `piece` wrote every one of the first `n` slots (its
+        // contract; a panic in it would not have returned here).
+        unsafe { out.set_len(n) };
         return out;
     }
     // Several pieces per thread, taken by whichever thread is free: queries
     // differ in cost, and one piece per thread leaves the faster one idle.
-    let piece = n.div_ceil(threads * PIECES_PER_THREAD).max(MIN_PIECE);
-    let mut out: Vec<R> = Vec::with_capacity(n);
+    let piece_len = n.div_ceil(threads * PIECES_PER_THREAD).max(MIN_PIECE);
     let pieces_done = AtomicUsize::new(0);
-    let piece_count = n.div_ceil(piece);
+    let piece_count = n.div_ceil(piece_len);
     {
         // Answers are written in place into the output's free space (an
         // intermediate vector and its copy cost a third of the second core).
-        let pieces = Mutex::new(out.spare_capacity_mut()[..n].chunks_mut(piece).enumerate());
+        let pieces = Mutex::new(
+            out.spare_capacity_mut()[..n]
+                .chunks_mut(piece_len)
+                .enumerate(),
+        );
         let work = || {
             let mut scratch = TakenScratch::take();
             loop {
@@ -366,9 +486,7 @@ where
                 // under it); a poisoned one still hands out pieces.
                 let next = pieces.lock().unwrap_or_else(|e| e.into_inner()).next();
                 let Some((k, slots)) = next else { break };
-                for (j, slot) in slots.iter_mut().enumerate() {
-                    slot.write(answer(k * piece + j, &mut scratch.0));
-                }
+                piece(k * piece_len, slots, &mut scratch.0);
                 pieces_done.fetch_add(1, Ordering::Release);
             }
         };
@@ -392,8 +510,8 @@ where
         });
     }
     // SAFETY: the scope returned normally (a panic in any piece would have
-    // been resumed by it), so every piece was taken and answered, and
-    // together the pieces cover slots 0..n, each written once.
+    // been resumed by it), so every piece was taken and its slots written
+    // (`piece`'s contract), and together the pieces cover slots 0..n.
     unsafe { out.set_len(n) };
     out
 }

@@ -21,13 +21,14 @@ pub mod onion;
 mod packet;
 mod patch;
 pub mod shape;
+pub mod sieve;
 mod sweep;
 mod tree;
 mod work;
 
 pub use batch::{
-    any_hit_batch, run as run_batch, trace_batch, trace_queries, BatchError, BatchOptions,
-    BatchResults, TraceBatch,
+    any_hit_batch, any_hit_queries, run as run_batch, trace_batch, trace_queries, BatchError,
+    BatchOptions, BatchResults, TraceBatch,
 };
 pub use contents::point_contents;
 pub use exact::reference_trace;

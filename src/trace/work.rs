@@ -199,6 +199,9 @@ pub struct Scratch {
     pub(crate) packet_works: Vec<TraceWork>,
     pub(crate) hull_segments: Vec<super::onion::Segment>,
     pub(crate) shape_stack: Vec<super::sweep::Segment>,
+    /// A batch piece's queries whose answers its first pass knows, and
+    /// (from the back) the rest.
+    pub(crate) batch_lists: Vec<u32>,
 }
 
 impl Scratch {

@@ -21,6 +21,7 @@
 use super::border_starts::BorderStarts;
 use super::bvh::Bvh;
 use super::listing::Unlisted;
+use super::occupancy::Occupancy;
 use super::World;
 use glam::{Vec3A, Vec4};
 
@@ -171,6 +172,10 @@ pub struct KernelTree {
     /// Where a ray starting on a facet's border plane may meet the facet
     /// outside its bounds: such rays take the walk ([`super::border_starts`]).
     pub border_starts: BorderStarts,
+    /// Which cells of a coarse grid anything reaches into: the batch
+    /// kernel answers the moves that reach none without a search
+    /// ([`super::occupancy`]).
+    pub occupancy: Occupancy,
 }
 
 /// Where a facet's planes start in [`KernelTree::facet_lanes`], and which of
@@ -207,6 +212,7 @@ pub static EMPTY: KernelTree = KernelTree {
     bvh: Bvh::EMPTY,
     unlisted: Unlisted::EMPTY,
     border_starts: BorderStarts::NONE,
+    occupancy: Occupancy::EMPTY,
 };
 
 impl KernelTree {
@@ -357,6 +363,7 @@ pub fn build(world: &World) -> KernelTree {
     let (facet_lanes, facets) = facet_lanes(world);
     let unlisted = super::listing::find(world);
     let bvh = super::bvh::build(world, &brush_bounds, &unlisted);
+    let occupancy = Occupancy::build(&bvh);
     KernelTree {
         nodes,
         brush_bounds,
@@ -369,6 +376,7 @@ pub fn build(world: &World) -> KernelTree {
         bvh,
         unlisted,
         border_starts: BorderStarts::build(world),
+        occupancy,
     }
 }
 

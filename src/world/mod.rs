@@ -9,6 +9,7 @@ pub mod format;
 pub mod kernel;
 pub mod listing;
 pub mod load;
+pub mod occupancy;
 pub mod onion_kernel;
 pub mod validate;
 

@@ -1,0 +1,141 @@
+//! The batch kernel's first pass: which queries surely touch nothing.
+//!
+//! A ray or box move whose swept box reaches no occupied cell of the
+//! world's grid ([`crate::world::occupancy`]) enters no primitive's bounds,
+//! so the search would find nothing: its answer is the end of the move,
+//! fraction 1, nothing else set, exactly what [`super::trace`] returns for
+//! it (and `false` from [`super::any_hit`]). A batch asks this of all its
+//! queries in one pass without a branch per query, then searches only the
+//! rest (see [`super::batch`]).
+
+use super::work::{TraceQuery, TraceResult};
+use crate::math::Vec3;
+use crate::world::border_starts::BorderStarts;
+use crate::world::occupancy::Occupancy;
+use crate::world::World;
+use glam::{BVec4A, Vec3A, Vec4};
+
+/// The grid of a world without one: nothing is known clear.
+static NO_OCCUPANCY: Occupancy = Occupancy::EMPTY;
+
+/// The first pass's view of one world.
+#[derive(Debug, Clone, Copy)]
+pub struct Sieve<'w> {
+    occupancy: &'w Occupancy,
+    border_starts: &'w BorderStarts,
+}
+
+impl<'w> Sieve<'w> {
+    /// The sieve of `world` (one that passes every query through when the
+    /// world has no kernel hierarchy to search).
+    pub fn new(world: &'w World) -> Self {
+        let kernel = &world.kernel;
+        Sieve {
+            occupancy: if kernel.matches(world) {
+                &kernel.occupancy
+            } else {
+                &NO_OCCUPANCY
+            },
+            border_starts: &kernel.border_starts,
+        }
+    }
+
+    /// Whether `query` surely touches nothing: a move of a ray or box (not
+    /// a shape, not a position test) whose swept box reaches no occupied
+    /// cell. Its answer is then [`missed`].
+    pub fn touches_nothing(&self, query: &TraceQuery) -> bool {
+        self.touch_nothing([query; 4]) & 1 != 0
+    }
+
+    /// [`Sieve::touches_nothing`] for four queries at once: a bitmask of
+    /// those that surely touch nothing (bit `k`: `queries[k]`).
+    #[inline(always)]
+    pub fn touch_nothing(&self, queries: [&TraceQuery; 4]) -> u32 {
+        let [a, b, c, d] = queries;
+        let moves = Moves::of([
+            [a.start, a.end, a.mins, a.maxs],
+            [b.start, b.end, b.mins, b.maxs],
+            [c.start, c.end, c.mins, c.maxs],
+            [d.start, d.end, d.mins, d.maxs],
+        ]);
+        let boxes = u32::from(a.shape.is_none())
+            | u32::from(b.shape.is_none()) << 1
+            | u32::from(c.shape.is_none()) << 2
+            | u32::from(d.shape.is_none()) << 3;
+        self.moves_touch_nothing(&moves) & boxes
+    }
+
+    /// [`Sieve::touch_nothing`] for four moves of boxes (or rays).
+    #[inline(always)]
+    pub fn moves_touch_nothing(&self, moves: &Moves) -> u32 {
+        let Moves {
+            start,
+            end,
+            mins,
+            maxs,
+        } = moves;
+        let mut lo = [Vec4::ZERO; 3];
+        let mut hi = [Vec4::ZERO; 3];
+        let mut moving = BVec4A::splat(false);
+        let mut ray = BVec4A::splat(true);
+        for k in 0..3 {
+            lo[k] = start[k].min(end[k]) + mins[k];
+            hi[k] = start[k].max(end[k]) + maxs[k];
+            moving |= start[k].cmpne(end[k]);
+            ray &= mins[k].cmpeq(maxs[k]);
+        }
+        let clear = self.occupancy.are_clear(lo, hi) & moving.bitmask();
+        let rays = clear & ray.bitmask();
+        if rays == 0 {
+            return clear;
+        }
+        // A ray starting on a facet's border plane may meet the facet
+        // outside its bounds (the search sends those to the walk). Asked of
+        // every lane (the filter's answer is nearly always no, without a
+        // branch taken), kept for the clear rays.
+        let mut on_border = 0;
+        for lane in 0..4 {
+            let centre = |k: usize| start[k][lane] + (mins[k][lane] + maxs[k][lane]) * 0.5;
+            let centre = Vec3A::new(centre(0), centre(1), centre(2));
+            on_border |= u32::from(self.border_starts.may_hold(centre)) << lane;
+        }
+        clear & !(rays & on_border)
+    }
+}
+
+/// Four moves in lanes: per axis, the starts, ends and the boxes' corners.
+#[derive(Debug, Clone, Copy)]
+pub struct Moves {
+    pub start: [Vec4; 3],
+    pub end: [Vec4; 3],
+    pub mins: [Vec4; 3],
+    pub maxs: [Vec4; 3],
+}
+
+impl Moves {
+    /// Four moves given as `[start, end, mins, maxs]` each.
+    #[inline(always)]
+    pub fn of([a, b, c, d]: [[Vec3; 4]; 4]) -> Moves {
+        // Written out: `array::map` here compiled to out-of-line copies.
+        let lanes = |field: usize| {
+            let (a, b, c, d) = (a[field], b[field], c[field], d[field]);
+            [
+                Vec4::new(a.x, b.x, c.x, d.x),
+                Vec4::new(a.y, b.y, c.y, d.y),
+                Vec4::new(a.z, b.z, c.z, d.z),
+            ]
+        };
+        Moves {
+            start: lanes(0),
+            end: lanes(1),
+            mins: lanes(2),
+            maxs: lanes(3),
+        }
+    }
+}
+
+/// The answer to a query that touches nothing: [`super::trace`]'s.
+#[inline(always)]
+pub fn missed(query: &TraceQuery) -> TraceResult {
+    TraceResult::default().ended(query)
+}
