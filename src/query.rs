@@ -2,6 +2,7 @@
 //! CLI and the transports, with one validation path.
 
 use crate::math::Vec3;
+use crate::trace::sieve::{missed, Sieve};
 use crate::trace::{ConvexHull, HullQuery, Shape, TraceQuery, TraceResult};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -516,15 +517,34 @@ pub fn answer_request(
 }
 
 /// Answers validated lines in order through the batch runner (large lists
-/// are split across threads); each answer is the one [`answer_request`] gives.
+/// are split across threads, and traces that surely touch nothing are
+/// answered by its first pass); each answer is the one [`answer_request`]
+/// gives.
 pub fn answer_all(
     world: &crate::world::World,
     requests: &[Request],
     options: &crate::trace::BatchOptions,
 ) -> Vec<Answer> {
-    crate::trace::run_batch(requests.len(), options, |i, scratch| {
-        answer_request(world, scratch, &requests[i])
-    })
+    let sieve = Sieve::new(world);
+    // Points and hulls are not for the first pass: in their lanes it sees
+    // a position test, which it never answers.
+    let idle = TraceQuery::ray(Vec3::ZERO, Vec3::ZERO, 0);
+    let trace_of = |i: usize| match &requests[i] {
+        Request::Query(Query::Trace(q)) | Request::AnyHit(q) => q,
+        _ => &idle,
+    };
+    crate::trace::run_batch_sifted(
+        requests.len(),
+        options,
+        |[a, b, c, d]| sieve.touch_nothing([trace_of(a), trace_of(b), trace_of(c), trace_of(d)]),
+        |i| match &requests[i] {
+            Request::Query(Query::Trace(q)) => Answer::Trace(TraceAnswer::from(&missed(q))),
+            Request::AnyHit(_) => Answer::Hit(HitAnswer { hit: false }),
+            // (Never sifted out; answered in full all the same.)
+            other => answer_request(world, &mut crate::trace::Scratch::new(), other),
+        },
+        |i, scratch| answer_request(world, scratch, &requests[i]),
+    )
 }
 
 /// The JSON error line written in place of an answer to a bad query line.

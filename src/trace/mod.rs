@@ -27,8 +27,8 @@ mod tree;
 mod work;
 
 pub use batch::{
-    any_hit_batch, any_hit_queries, run as run_batch, trace_batch, trace_queries, BatchError,
-    BatchOptions, BatchResults, TraceBatch,
+    any_hit_batch, any_hit_queries, run as run_batch, run_sifted as run_batch_sifted, trace_batch,
+    trace_queries, BatchError, BatchOptions, BatchResults, TraceBatch,
 };
 pub use contents::point_contents;
 pub use exact::reference_trace;
