@@ -235,10 +235,7 @@ pub fn trace_batch(
             batch.len(),
             options,
             |group| batch.touch_nothing(&sieve, group),
-            |i| TraceResult {
-                endpos: batch.ends[i],
-                ..TraceResult::default()
-            },
+            |i| missed(&batch.query(i)),
             |i, scratch| super::trace_probed(world, &batch.query(i), scratch, &mut ()),
         )
     };

@@ -29,8 +29,13 @@ use glam::{BVec4A, Vec3A, Vec4};
 /// box moving through open space reaches few cells.
 const MIN_CELL: f32 = 32.0;
 /// The most table entries (2 bytes each): cells grow (doubling) until the
-/// table fits.
+/// table fits ...
 const MAX_ENTRIES: usize = 1 << 20;
+/// ... and no more than this many per box marked (but this many in all), so
+/// that a world of few primitives spread far apart (a damaged file, say)
+/// holds a grid in proportion to what it holds.
+const ENTRIES_PER_BOX: usize = 512;
+const MIN_ENTRIES: usize = 1 << 16;
 /// A box of this many cells or more is never reported empty (see the module
 /// notes).
 const MAX_CELLS_ASKED: u32 = 1 << 16;
@@ -101,11 +106,15 @@ impl Occupancy {
         else {
             return Occupancy::EMPTY;
         };
+        let max_entries = boxes
+            .len()
+            .saturating_mul(ENTRIES_PER_BOX)
+            .clamp(MIN_ENTRIES, MAX_ENTRIES);
         let mut cell_size = MIN_CELL;
         // Doubling from 32 units, the table fits long before the cell
         // outgrows any finite f32 extent; the limit only bounds the loop.
         for _ in 0..128 {
-            if let Some(grid) = Occupancy::sized(boxes, lo, hi, cell_size) {
+            if let Some(grid) = Occupancy::sized(boxes, lo, hi, cell_size, max_entries) {
                 return grid;
             }
             cell_size *= 2.0;
@@ -114,7 +123,13 @@ impl Occupancy {
     }
 
     /// The grid with cells of this edge, if its table fits.
-    fn sized(boxes: &[[Vec3A; 2]], lo: Vec3A, hi: Vec3A, cell_size: f32) -> Option<Occupancy> {
+    fn sized(
+        boxes: &[[Vec3A; 2]],
+        lo: Vec3A,
+        hi: Vec3A,
+        cell_size: f32,
+        max_entries: usize,
+    ) -> Option<Occupancy> {
         // One border cell below everything; the one above comes from `+ 2`.
         let origin = lo - cell_size;
         let scale = Vec3A::splat(1.0 / cell_size);
@@ -127,7 +142,7 @@ impl Occupancy {
         let size = entries[0]
             .checked_mul(entries[1])
             .and_then(|v| v.checked_mul(entries[2]))?;
-        if size > MAX_ENTRIES {
+        if size > max_entries {
             return None;
         }
         let last = (cells - 1).as_vec3a();
@@ -141,35 +156,92 @@ impl Occupancy {
             cells: cells.to_array(),
             cell_size,
         };
-        // Mark each box's cells (a cell's entry is at its index + 1 on each
-        // axis), its cells found as a query's are ...
-        for &[a, b] in boxes {
-            let cell = |v: Vec3A, k: usize| grid.cells_along(Vec4::splat(v[k]), k).x as usize;
-            let (first, last) = ([0, 1, 2].map(|k| cell(a, k)), [0, 1, 2].map(|k| cell(b, k)));
-            for z in first[2]..=last[2] {
-                for y in first[1]..=last[1] {
-                    let row = 1 + (y + 1) * stride[1] + (z + 1) * stride[2];
-                    grid.table[row + first[0]..=row + last[0]].fill(1);
+        // Which cells the boxes reach (found as a query's cells are): each
+        // box adds ±1 at the eight corners of its block of cells in a
+        // difference array, whose prefix sums are then how many boxes reach
+        // each cell. Filling each box's block instead would take as long as
+        // the boxes' volume: a damaged world of many world-sized brushes
+        // would take minutes to load. With fewer boxes than 2^16 the counts
+        // are exact in the table's own 16 bits, and it serves as that array
+        // (in cell coordinates); else a 32-bit one does, for a moment.
+        let [cx, cy, cz] = cells.to_array().map(|n| n as usize);
+        let at = |x: usize, y: usize, z: usize| x + y * stride[1] + z * stride[2];
+        if boxes.len() < usize::from(u16::MAX) {
+            let mut reach = std::mem::take(&mut grid.table);
+            grid.count_reach(boxes, &mut reach, 1, u16::wrapping_add, u16::wrapping_sub);
+            // Each cell's mark to its entry, one further on each axis: from
+            // the top down, so a count is read before its slot is written.
+            for z in (0..cz).rev() {
+                for y in (0..cy).rev() {
+                    for x in (0..cx).rev() {
+                        reach[at(x + 1, y + 1, z + 1)] = u16::from(reach[at(x, y, z)] != 0);
+                    }
                 }
             }
-        }
-        // ... then sum along each axis in turn (wrapping: counts mod 2^16),
-        // from index 1 on (index 0 of each axis stays zero).
-        let [nx, ny, nz] = entries;
-        let table = &mut grid.table;
-        for (step, axis) in [(1, 0), (nx, 1), (nx * ny, 2)] {
-            for z in 0..nz {
-                for y in 0..ny {
-                    for x in 0..nx {
-                        if [x, y, z][axis] > 0 {
-                            let at = x + y * nx + z * nx * ny;
-                            table[at] = table[at].wrapping_add(table[at - step]);
+            // The entries below the first cell on some axis count nothing.
+            for z in 0..=cz {
+                for y in 0..=cy {
+                    for x in 0..=cx {
+                        if x == 0 || y == 0 || z == 0 {
+                            reach[at(x, y, z)] = 0;
                         }
                     }
                 }
             }
+            grid.table = reach;
+        } else {
+            let mut reach = vec![0i32; grid.table.len()];
+            grid.count_reach(boxes, &mut reach, 1, i32::wrapping_add, i32::wrapping_sub);
+            for z in 0..cz {
+                for y in 0..cy {
+                    for x in 0..cx {
+                        grid.table[at(x + 1, y + 1, z + 1)] = u16::from(reach[at(x, y, z)] != 0);
+                    }
+                }
+            }
         }
+        // Then the sums along each axis in turn (wrapping: counts mod 2^16)
+        // leave entry (x, y, z) counting the marked cells below it.
+        prefix_sums(&mut grid.table, entries, u16::wrapping_add);
         Some(grid)
+    }
+
+    /// Per cell (in `reach`, laid out as the table but in cell
+    /// coordinates), how many of `boxes` reach it, counted with `add` and
+    /// `sub` (wrapping).
+    fn count_reach<T: Copy>(
+        &self,
+        boxes: &[[Vec3A; 2]],
+        reach: &mut [T],
+        one: T,
+        add: impl Fn(T, T) -> T,
+        sub: impl Fn(T, T) -> T,
+    ) {
+        let stride = self.stride.map(|s| s.x as usize);
+        for &[a, b] in boxes {
+            let cell = |v: Vec3A, k: usize| self.cells_along(Vec4::splat(v[k]), k).x as usize;
+            // A box's block is `first..=last`; its end, one past, is at most
+            // `cells` along each axis, inside the array.
+            let first = [cell(a, 0), cell(a, 1), cell(a, 2)];
+            let end = [cell(b, 0) + 1, cell(b, 1) + 1, cell(b, 2) + 1];
+            for corner in 0..8u32 {
+                let pick = |k: usize| {
+                    if corner >> k & 1 == 0 {
+                        first[k]
+                    } else {
+                        end[k]
+                    }
+                };
+                let at = pick(0) + pick(1) * stride[1] + pick(2) * stride[2];
+                reach[at] = if corner.count_ones().is_multiple_of(2) {
+                    add(reach[at], one)
+                } else {
+                    sub(reach[at], one)
+                };
+            }
+        }
+        let dims = [0, 1, 2].map(|k| self.cells[k] as usize + 1);
+        prefix_sums(reach, dims, add);
     }
 
     /// Whether the box `lo`..`hi` surely reaches no marked cell (false when
@@ -276,6 +348,35 @@ impl Occupancy {
     }
 }
 
+/// Replaces each entry of a 3D array (`dims`, x fastest) by the sum of
+/// those at or below it on all three axes, with `add`: along x within each
+/// row, then each row plus the one before it, then each plane plus the one
+/// before it (the last two over contiguous runs, which vectorize).
+fn prefix_sums<T: Copy>(values: &mut [T], dims: [usize; 3], add: impl Fn(T, T) -> T) {
+    let [nx, ny, _] = dims;
+    let add_run = |to: &mut [T], from: &[T]| {
+        for (t, &f) in to.iter_mut().zip(from) {
+            *t = add(*t, f);
+        }
+    };
+    for row in values.chunks_exact_mut(nx) {
+        for x in 1..nx {
+            row[x] = add(row[x], row[x - 1]);
+        }
+    }
+    for plane in values.chunks_exact_mut(nx * ny) {
+        for y in 1..ny {
+            let (below, from_y) = plane.split_at_mut(y * nx);
+            add_run(&mut from_y[..nx], &below[(y - 1) * nx..]);
+        }
+    }
+    let plane = nx * ny;
+    for z in 1..values.len() / plane.max(1) {
+        let (below, from_z) = values.split_at_mut(z * plane);
+        add_run(&mut from_z[..plane], &below[(z - 1) * plane..]);
+    }
+}
+
 /// `v` (lanes at least 0, below 2^24) rounded toward zero.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
@@ -369,6 +470,63 @@ mod tests {
         }
     }
 
+    /// The table counts exactly the cells some box reaches (against marking
+    /// each box's cells one by one), and many world-sized boxes load fast.
+    #[test]
+    fn marks_exactly_the_cells_the_boxes_reach() {
+        let mut rng = XorShift(0x5EED_0CC0_7A11_0001);
+        let boxes: Vec<[Vec3A; 2]> = (0..300)
+            .map(|_| random_box(&mut rng, 2000.0, 400.0))
+            .collect();
+        let grid = Occupancy::of_boxes(&boxes);
+        let [cx, cy, cz] = grid.cells().map(|n| n as usize);
+        let mut marked = vec![false; cx * cy * cz];
+        for &[a, b] in &boxes {
+            let cell = |v: Vec3A, k: usize| grid.cells_along(Vec4::splat(v[k]), k).x as usize;
+            for z in cell(a, 2)..=cell(b, 2) {
+                for y in cell(a, 1)..=cell(b, 1) {
+                    for x in cell(a, 0)..=cell(b, 0) {
+                        marked[x + y * cx + z * cx * cy] = true;
+                    }
+                }
+            }
+        }
+        for z in 0..cz {
+            for y in 0..cy {
+                for x in 0..cx {
+                    let corner = |dx, dy, dz| {
+                        let at = Vec4::new(
+                            (x + dx) as f32 * grid.stride[0].x
+                                + (y + dy) as f32 * grid.stride[1].x
+                                + (z + dz) as f32 * grid.stride[2].x,
+                            0.0,
+                            0.0,
+                            0.0,
+                        );
+                        grid.at(truncate_lanes(at)[0])
+                    };
+                    let count = corner(1, 1, 1)
+                        .wrapping_sub(corner(0, 1, 1))
+                        .wrapping_sub(corner(1, 0, 1))
+                        .wrapping_sub(corner(1, 1, 0))
+                        .wrapping_add(corner(0, 0, 1))
+                        .wrapping_add(corner(0, 1, 0))
+                        .wrapping_add(corner(1, 0, 0))
+                        .wrapping_sub(corner(0, 0, 0));
+                    assert_eq!(
+                        count == 1,
+                        marked[x + y * cx + z * cx * cy],
+                        "cell {x} {y} {z}"
+                    );
+                }
+            }
+        }
+        let huge = vec![[Vec3A::splat(-4000.0), Vec3A::splat(4000.0)]; 100_000];
+        let grid = Occupancy::of_boxes(&huge);
+        assert!(!grid.is_clear(Vec3A::ZERO, Vec3A::ONE));
+        assert!(grid.is_clear(Vec3A::splat(5000.0), Vec3A::splat(5001.0)));
+    }
+
     /// Boxes that share only a face or a corner with a marked box overlap
     /// it, and are reported as such.
     #[test]
@@ -407,10 +565,10 @@ mod tests {
         }
         // Cells of the smallest edge: a box of 2^16 cells or more is not
         // clear even where nothing is.
-        let big = Occupancy::of_boxes(&[
-            [Vec3A::ZERO, Vec3A::splat(10.0)],
-            [Vec3A::splat(2000.0), Vec3A::splat(2010.0)],
-        ]);
+        // (Enough boxes for a table of 32-unit cells.)
+        let mut boxes = vec![[Vec3A::ZERO, Vec3A::splat(10.0)]; 600];
+        boxes.push([Vec3A::splat(2000.0), Vec3A::splat(2010.0)]);
+        let big = Occupancy::of_boxes(&boxes);
         assert_eq!(big.cell_size(), MIN_CELL);
         let wide = [Vec3A::splat(100.0), Vec3A::splat(1900.0)];
         let cells = ((wide[1] - wide[0]) / MIN_CELL).ceil();
@@ -427,7 +585,10 @@ mod tests {
             [Vec3A::splat(60000.0), Vec3A::splat(60010.0)],
         ]);
         assert!(grid.cell_size() > MIN_CELL);
-        assert!(grid.table.len() <= MAX_ENTRIES);
+        assert!(
+            grid.table.len() <= MIN_ENTRIES,
+            "two boxes, the smallest table"
+        );
         assert!(grid.is_clear(Vec3A::ZERO, Vec3A::splat(100.0)));
         assert!(!grid.is_clear(Vec3A::splat(60005.0), Vec3A::splat(60006.0)));
     }
