@@ -31,10 +31,11 @@ const MIN_CELL: f32 = 32.0;
 /// The most table entries (2 bytes each): cells grow (doubling) until the
 /// table fits ...
 const MAX_ENTRIES: usize = 1 << 20;
-/// ... and no more than this many per box marked (but this many in all), so
-/// that a world of few primitives spread far apart (a damaged file, say)
-/// holds a grid in proportion to what it holds.
+/// ... and no more than this many per box marked, so that a world of few
+/// primitives spread far apart (a damaged file, say) holds a grid in
+/// proportion to what it holds ...
 const ENTRIES_PER_BOX: usize = 512;
+/// ... though never fewer than this many.
 const MIN_ENTRIES: usize = 1 << 16;
 /// A box of this many cells or more is never reported empty (see the module
 /// notes).
