@@ -236,7 +236,7 @@ pub fn trace_batch(
             options,
             |group| batch.touch_nothing(&sieve, group),
             |i| missed(&batch.query(i)),
-            |i, scratch| super::trace_probed(world, &batch.query(i), scratch, &mut ()),
+            |i, scratch| super::trace_probed::<_, false>(world, &batch.query(i), scratch, &mut ()),
         )
     };
     out.clear();
@@ -267,7 +267,9 @@ pub fn any_hit_batch(
             options,
             |group| batch.touch_nothing(&sieve, group),
             |_| false,
-            |i, scratch| super::any_hit_probed(world, &batch.query(i), scratch, &mut ()),
+            |i, scratch| {
+                super::any_hit_probed::<_, false>(world, &batch.query(i), scratch, &mut ())
+            },
         )
     };
     Ok(())
@@ -352,7 +354,7 @@ pub fn trace_queries(
                 sieve.touch_nothing([&queries[a], &queries[b], &queries[c], &queries[d]])
             },
             |i| missed(&queries[i]),
-            |i, scratch| super::trace(world, &queries[i], scratch),
+            |i, scratch| super::trace_probed::<_, false>(world, &queries[i], scratch, &mut ()),
         )
     }
 }
@@ -366,7 +368,7 @@ pub fn any_hit_queries(world: &World, queries: &[TraceQuery], options: &BatchOpt
         options,
         |[a, b, c, d]| sieve.touch_nothing([&queries[a], &queries[b], &queries[c], &queries[d]]),
         |_| false,
-        |i, scratch| super::any_hit(world, &queries[i], scratch),
+        |i, scratch| super::any_hit_probed::<_, false>(world, &queries[i], scratch, &mut ()),
     )
 }
 

@@ -42,7 +42,7 @@ use work::TraceWork;
 
 /// Traces `query` through `world` and returns the first contact.
 pub fn trace(world: &World, query: &TraceQuery, scratch: &mut Scratch) -> TraceResult {
-    trace_probed(world, query, scratch, &mut ())
+    trace_probed::<_, true>(world, query, scratch, &mut ())
 }
 
 /// [`trace`], also counting what the walk did (for tuning; slower).
@@ -52,14 +52,14 @@ pub fn trace_with_stats(
     scratch: &mut Scratch,
 ) -> (TraceResult, WalkStats) {
     let mut stats = WalkStats::default();
-    let result = trace_probed(world, query, scratch, &mut stats);
+    let result = trace_probed::<_, true>(world, query, scratch, &mut stats);
     (result, stats)
 }
 
 /// Whether the trace touches anything in its mask: exactly `fraction < 1` of
 /// [`trace`], found faster by stopping at the first contact.
 pub fn any_hit(world: &World, query: &TraceQuery, scratch: &mut Scratch) -> bool {
-    any_hit_probed(world, query, scratch, &mut ())
+    any_hit_probed::<_, true>(world, query, scratch, &mut ())
 }
 
 /// [`any_hit`], also counting what the walk did.
@@ -69,12 +69,14 @@ pub fn any_hit_with_stats(
     scratch: &mut Scratch,
 ) -> (bool, WalkStats) {
     let mut stats = WalkStats::default();
-    let hit = any_hit_probed(world, query, scratch, &mut stats);
+    let hit = any_hit_probed::<_, true>(world, query, scratch, &mut stats);
     (hit, stats)
 }
 
+/// [`trace`] with a probe; `SIFT`: a move is first asked of the
+/// occupancy grid (a batch, whose first pass asked already, passes false).
 #[inline(always)]
-fn trace_probed<P: tree::Probe>(
+pub(crate) fn trace_probed<P: tree::Probe, const SIFT: bool>(
     world: &World,
     query: &TraceQuery,
     scratch: &mut Scratch,
@@ -87,6 +89,12 @@ fn trace_probed<P: tree::Probe>(
             sweep::trace_shape(world, query, shape, scratch)
         };
     }
+    // A move that reaches no occupied cell of the grid touches nothing.
+    // (Measured: on the maps where most moves touch nothing, a miss through
+    // the hierarchy cost several times this test.)
+    if SIFT && sieve::move_touches_nothing(world, query) {
+        return sieve::missed(query);
+    }
     let mut work = TraceWork::new(query);
     match walk(world, &mut work, query, scratch, probe) {
         Some(found) => found.result(query),
@@ -94,8 +102,9 @@ fn trace_probed<P: tree::Probe>(
     }
 }
 
+/// [`any_hit`] with a probe; `SIFT` as for [`trace_probed`].
 #[inline(always)]
-fn any_hit_probed<P: tree::Probe>(
+pub(crate) fn any_hit_probed<P: tree::Probe, const SIFT: bool>(
     world: &World,
     query: &TraceQuery,
     scratch: &mut Scratch,
@@ -105,10 +114,13 @@ fn any_hit_probed<P: tree::Probe>(
         // Exact mode refines the plane-shifted contact, which may move it
         // past the end: only the full answer tells.
         return if query.exact {
-            trace_probed(world, query, scratch, probe).fraction < 1.0
+            trace_probed::<P, false>(world, query, scratch, probe).fraction < 1.0
         } else {
             sweep::any_hit_shape(world, query, shape, scratch)
         };
+    }
+    if SIFT && sieve::move_touches_nothing(world, query) {
+        return false;
     }
     let mut work = TraceWork::new(query);
     work.stop_at_any_hit = true;
