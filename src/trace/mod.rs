@@ -92,7 +92,7 @@ pub(crate) fn trace_probed<P: tree::Probe, const SIFT: bool>(
     // A move that reaches no occupied cell of the grid touches nothing.
     // (Measured: on the maps where most moves touch nothing, a miss through
     // the hierarchy cost several times this test.)
-    if SIFT && sieve::move_touches_nothing(world, query) {
+    if SIFT && sieve::Sieve::new(world).touches_nothing(query) {
         return sieve::missed(query);
     }
     let mut work = TraceWork::new(query);
@@ -119,7 +119,7 @@ pub(crate) fn any_hit_probed<P: tree::Probe, const SIFT: bool>(
             sweep::any_hit_shape(world, query, shape, scratch)
         };
     }
-    if SIFT && sieve::move_touches_nothing(world, query) {
+    if SIFT && sieve::Sieve::new(world).touches_nothing(query) {
         return false;
     }
     let mut work = TraceWork::new(query);
