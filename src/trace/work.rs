@@ -8,6 +8,9 @@ use glam::Vec3A;
 /// One trace: move a box (`mins`..`maxs` around the traced point; both zero
 /// for a ray) from `start` to `end`, colliding with contents in `mask`; or,
 /// when `shape` is set, that shape (then `mins`/`maxs` are its bounds).
+/// Coordinates must be finite and `mins` must not exceed `maxs` on any axis
+/// ([`crate::query`] rejects other queries): for an inverted box the fast
+/// paths and the walk may answer differently.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceQuery {
     pub start: Vec3,
