@@ -492,6 +492,14 @@ mod tests {
         [a, b]
     }
 
+    /// `count` random boxes of up to `size` within 2000 units of the
+    /// origin, and their grid.
+    fn random_grid(rng: &mut XorShift, count: usize, size: f32) -> (Vec<[Vec3A; 2]>, Occupancy) {
+        let boxes: Vec<[Vec3A; 2]> = (0..count).map(|_| random_box(rng, 2000.0, size)).collect();
+        let grid = Occupancy::of_boxes(&boxes);
+        (boxes, grid)
+    }
+
     fn overlaps(a: &[Vec3A; 2], b: &[Vec3A; 2]) -> bool {
         a[0].cmple(b[1]).all() && b[0].cmple(a[1]).all()
     }
@@ -527,10 +535,7 @@ mod tests {
     #[test]
     fn one_box_and_four_boxes_agree() {
         let mut rng = XorShift(0x0B0E_5A1D_F00D_0004);
-        let boxes: Vec<[Vec3A; 2]> = (0..200)
-            .map(|_| random_box(&mut rng, 2000.0, 150.0))
-            .collect();
-        let grid = Occupancy::of_boxes(&boxes);
+        let (boxes, grid) = random_grid(&mut rng, 200, 150.0);
         let mut asked: Vec<[Vec3A; 2]> = (0..4000)
             .map(|i| random_box(&mut rng, 2500.0, [1.0, 60.0, 400.0, 3000.0][i % 4]))
             .collect();
@@ -572,10 +577,7 @@ mod tests {
     #[test]
     fn marks_exactly_the_cells_the_boxes_reach() {
         let mut rng = XorShift(0x5EED_0CC0_7A11_0001);
-        let boxes: Vec<[Vec3A; 2]> = (0..300)
-            .map(|_| random_box(&mut rng, 2000.0, 400.0))
-            .collect();
-        let grid = Occupancy::of_boxes(&boxes);
+        let (boxes, grid) = random_grid(&mut rng, 300, 400.0);
         let [cx, cy, cz] = grid.cells().map(|n| n as usize);
         let mut marked = vec![false; cx * cy * cz];
         for &[a, b] in &boxes {
