@@ -1,4 +1,4 @@
-//! From world sources to the compiled [`World`]: brushes and patch collision
+//! From world sources to the compiled [`World`](crate::world::World): brushes and patch collision
 //! geometry in, a solid-leaf BSP over them out.
 
 pub mod bevels;

@@ -87,7 +87,7 @@ impl SideLanes {
 }
 
 /// A brush of six axial sides, one facing each way (a box: most brushes
-/// of most maps), for the box clip's shortcut ([`crate::trace::brush`]):
+/// of most maps), for the box clip's shortcut (`trace::brush`):
 /// lane `k` of `pos` is the distance of the side whose normal is `+e_k`,
 /// of `neg` the side whose normal is `-e_k`; `pos_side` and `neg_side`
 /// hold those sides' indices within the brush (as `f32`, exact).

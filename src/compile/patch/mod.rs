@@ -6,7 +6,7 @@
 //! Path: [`grid`] (refine the control grid into points on the curve) →
 //! [`facets`] (one or two facets per grid square, using [`planes`] for the
 //! deduplicated plane list and [`winding`] for validation and bevels) → the
-//! flat records of [`World`].
+//! flat records of [`World`](crate::world::World).
 
 mod facets;
 mod grid;
