@@ -378,8 +378,9 @@ impl Occupancy {
         // SAFETY: `cells_along` (and `is_clear`, alike) clamps each axis's
         // index to `0..cells` (a NaN lane to 0), and a corner is at most
         // one past it, so the offset is at most `cells.x + cells.y * row +
-        // cells.z * slab`, the table's last entry. Checked, the eight loads' compares and
-        // branches were a fifth of the first pass's instructions.
+        // cells.z * slab`, the table's last entry. Checked, the eight
+        // loads' compares and branches were a fifth of the first pass's
+        // instructions.
         unsafe { *self.table.get_unchecked(at as usize) }
     }
 
