@@ -380,3 +380,28 @@ fn the_binary_serves_the_bundled_world_and_exits_cleanly_on_sigterm() {
     let exit = server.terminate();
     assert!(exit.success(), "exit status {exit}");
 }
+
+/// The signal handlers are in place before the ports open: a SIGTERM sent
+/// the moment the server logs that it listens drains and exits (it used to
+/// kill the process, when it came before the shutdown task first ran).
+#[test]
+fn sigterm_the_moment_it_listens_exits_cleanly() {
+    for _ in 0..3 {
+        let mut server = BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+        let exit = server.terminate();
+        assert!(exit.success(), "exit status {exit}");
+    }
+}
+
+/// With nobody reading its log any more, the server keeps answering and
+/// still exits cleanly (log lines it cannot write are dropped, not a panic).
+#[test]
+fn a_closed_log_pipe_neither_stops_nor_crashes_the_server() {
+    let mut server = BinaryServer::start_then_close_log(&["--worlds", "/nonexistent-bspq-worlds"]);
+    let (status, worlds) = get(&server.http_url(), "/v1/worlds");
+    assert_eq!(status, 200);
+    assert_eq!(worlds["worlds"][0]["source"], "bundled");
+    // Shutting down logs (to the closed pipe) on the way out.
+    let exit = server.terminate();
+    assert!(exit.success(), "exit status {exit}");
+}

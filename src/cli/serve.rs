@@ -19,7 +19,11 @@ fn init_logging(json: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr closed: the collector
+        // went away) is dropped. With this on, the subscriber reported the
+        // failure with `eprintln!`, which panics when stderr is gone.
+        .log_internal_errors(false);
     if json {
         let _ = builder.json().try_init();
     } else {
@@ -58,6 +62,9 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start runtime")?;
     runtime.block_on(async move {
+        // Before anything listens: a SIGTERM that arrives as soon as the
+        // first request is answered must drain, not kill, the process.
+        let shutdown = shutdown_signal()?;
         let http = tokio::net::TcpListener::bind(&http_addr)
             .await
             .with_context(|| format!("cannot listen on {http_addr}"))?;
@@ -66,35 +73,31 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {grpc_addr}"))?;
         tracing::info!(addr = %grpc.local_addr()?, "gRPC listening");
-        run(
-            service,
-            metrics,
-            options,
-            http,
-            Some(grpc),
-            shutdown_signal(),
-        )
-        .await
+        run(service, metrics, options, http, Some(grpc), shutdown).await
     })?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
+/// A future that resolves on SIGINT or SIGTERM, with both handlers
+/// installed when this returns (a `tokio::signal` stream registers when it
+/// is created; `ctrl_c()` only when first polled, which left the default
+/// action, termination, in place until the server's shutdown task first
+/// ran). Must be called inside the runtime.
+#[cfg(unix)]
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    Ok(async move {
+        tokio::select! { _ = terminate.recv() => {}, _ = interrupt.recv() => {} }
+    })
+}
+
+/// A future that resolves on Ctrl-C.
+#[cfg(not(unix))]
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    Ok(async {
         let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    })
 }

@@ -147,6 +147,16 @@ impl BinaryServer {
     /// `bspq serve --http-addr 127.0.0.1:0 --grpc-addr 127.0.0.1:0 ARGS…`,
     /// waiting until both listeners are logged.
     pub fn start(args: &[&str]) -> BinaryServer {
+        Self::start_logging(args, true)
+    }
+
+    /// [`BinaryServer::start`], then the read end of the server's log pipe
+    /// closed (as when a log collector goes away).
+    pub fn start_then_close_log(args: &[&str]) -> BinaryServer {
+        Self::start_logging(args, false)
+    }
+
+    fn start_logging(args: &[&str], keep_reading: bool) -> BinaryServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
             .args([
                 "serve",
@@ -177,8 +187,10 @@ impl BinaryServer {
                 server.grpc = rest.trim().to_owned();
             }
         }
-        // Keep draining the log so the server never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        if keep_reading {
+            // Keep draining the log so the server never blocks on a full pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+        }
         server
     }
 
