@@ -373,7 +373,13 @@ fn shutdown_drains_requests_in_flight() {
 
 #[test]
 fn the_binary_serves_the_bundled_world_and_exits_cleanly_on_sigterm() {
-    let mut server = BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    let server = BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    serves_the_bundled_world_then_drains(server);
+}
+
+/// `server` (started without worlds) lists the bundled one, then SIGTERM
+/// drains it and it exits 0.
+fn serves_the_bundled_world_then_drains(mut server: BinaryServer) {
     let (status, worlds) = get(&server.http_url(), "/v1/worlds");
     assert_eq!(status, 200);
     assert_eq!(worlds["worlds"][0]["source"], "bundled");
@@ -397,11 +403,7 @@ fn sigterm_the_moment_it_listens_exits_cleanly() {
 /// still exits cleanly (log lines it cannot write are dropped, not a panic).
 #[test]
 fn a_closed_log_pipe_neither_stops_nor_crashes_the_server() {
-    let mut server = BinaryServer::start_then_close_log(&["--worlds", "/nonexistent-bspq-worlds"]);
-    let (status, worlds) = get(&server.http_url(), "/v1/worlds");
-    assert_eq!(status, 200);
-    assert_eq!(worlds["worlds"][0]["source"], "bundled");
+    let server = BinaryServer::start_then_close_log(&["--worlds", "/nonexistent-bspq-worlds"]);
     // Shutting down logs (to the closed pipe) on the way out.
-    let exit = server.terminate();
-    assert!(exit.success(), "exit status {exit}");
+    serves_the_bundled_world_then_drains(server);
 }
