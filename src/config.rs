@@ -135,6 +135,16 @@ pub struct ServeArgs {
         default_value_t = 10.0
     )]
     pub drain_seconds: f64,
+    /// Seconds an HTTP request head may take to arrive (a keep-alive
+    /// connection idle that long is closed), and the longest pause within a
+    /// request body.
+    #[arg(
+        long,
+        env = "BSPQ_HTTP_READ_TIMEOUT_SECONDS",
+        value_name = "S",
+        default_value_t = 60.0
+    )]
+    pub http_read_timeout_seconds: f64,
     /// Log format on stderr (filter with BSPQ_LOG, e.g. BSPQ_LOG=debug).
     #[arg(long, env = "BSPQ_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
     pub log_format: String,
@@ -312,6 +322,10 @@ impl ServeArgs {
                 worlds_dir: self.worlds_dir(),
                 rescan_interval: seconds("rescan_seconds", self.rescan_seconds)?,
                 drain_timeout: seconds("drain_seconds", self.drain_seconds)?,
+                http_read_timeout: seconds(
+                    "http_read_timeout_seconds",
+                    self.http_read_timeout_seconds,
+                )?,
                 grpc: GrpcOptions {
                     concurrency_per_connection: at_least(
                         "grpc_concurrency",

@@ -7,6 +7,7 @@ use crate::registry::{world_files, Registry};
 use crate::service::Service;
 use crate::transport::grpc::{self, GrpcOptions, GrpcState, COLLISION_SERVICE};
 use crate::transport::http::{router, HttpState};
+use crate::transport::http_listener;
 use crate::watcher::{watch_dir, DirState};
 use std::future::Future;
 use std::path::PathBuf;
@@ -30,6 +31,9 @@ pub struct ServerOptions {
     pub rescan_interval: Duration,
     /// How long in-flight requests may take to finish after shutdown starts.
     pub drain_timeout: Duration,
+    /// How long an HTTP request head may take to arrive (and a keep-alive
+    /// connection may stay idle), and the longest pause within a body.
+    pub http_read_timeout: Duration,
     /// gRPC connection settings.
     pub grpc: GrpcOptions,
 }
@@ -40,6 +44,7 @@ impl Default for ServerOptions {
             worlds_dir: None,
             rescan_interval: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(10),
+            http_read_timeout: Duration::from_secs(60),
             grpc: GrpcOptions::default(),
         }
     }
@@ -158,12 +163,11 @@ pub async fn run(
     });
     let mut stop_for_server = stop_rx.clone();
     let http_server = async move {
-        axum::serve(http, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_for_server.wait_for(|s| *s).await;
-            })
-            .await
-            .map_err(anyhow::Error::from)
+        http_listener::serve(http, app, options.http_read_timeout, async move {
+            let _ = stop_for_server.wait_for(|s| *s).await;
+        })
+        .await;
+        anyhow::Ok(())
     };
     let grpc_server = async {
         match grpc {

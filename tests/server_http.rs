@@ -407,3 +407,69 @@ fn a_closed_log_pipe_neither_stops_nor_crashes_the_server() {
     // Shutting down logs (to the closed pipe) on the way out.
     serves_the_bundled_world_then_drains(server);
 }
+
+/// Reads what the server sends on `stream` until it closes the connection;
+/// `None` when it stays open past the test's own read timeout.
+fn read_until_closed(stream: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+    use std::io::{ErrorKind, Read};
+    let mut received = Vec::new();
+    match stream.read_to_end(&mut received) {
+        Ok(_) => Some(received),
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => Some(received),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
+        Err(e) => panic!("reading from the server: {e}"),
+    }
+}
+
+/// A client that sends nothing, stops halfway through a request head, or
+/// pauses in the middle of a body, loses its connection once the read
+/// timeout has passed (it used to hold it for ever); prompt clients are
+/// served meanwhile.
+#[test]
+fn stalled_http_clients_are_cut_off_after_the_read_timeout() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let server = BinaryServer::start(&[
+        "--worlds",
+        "/nonexistent-bspq-worlds",
+        "--http-read-timeout-seconds",
+        "1",
+    ]);
+    let connect = || {
+        let stream = TcpStream::connect(&server.http).expect("connects");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .expect("read timeout");
+        stream
+    };
+    let started = Instant::now();
+    let mut silent = connect();
+    let mut half_head = connect();
+    half_head
+        .write_all(b"GET /v1/worlds HTTP/1.1\r\nHost: bspq\r\n")
+        .expect("writes");
+    let mut half_body = connect();
+    half_body
+        .write_all(
+            b"POST /v1/worlds/q3dm6ish/trace HTTP/1.1\r\nHost: bspq\r\n\
+              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"que",
+        )
+        .expect("writes");
+    let (status, _) = get(&server.http_url(), "/v1/worlds");
+    assert_eq!(status, 200, "a prompt client is served meanwhile");
+    for (what, stream) in [
+        ("nothing sent", &mut silent),
+        ("half a head", &mut half_head),
+        ("half a body", &mut half_body),
+    ] {
+        let received = read_until_closed(stream)
+            .unwrap_or_else(|| panic!("{what}: still open after {:?}", started.elapsed()));
+        let text = String::from_utf8_lossy(&received);
+        assert!(!text.starts_with("HTTP/1.1 200"), "{what}: answered {text}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cut off after {:?}",
+        started.elapsed()
+    );
+}

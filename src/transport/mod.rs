@@ -2,6 +2,7 @@
 
 pub mod grpc;
 pub mod http;
+pub mod http_listener;
 
 use crate::metrics::Metrics;
 use crate::service::{Service, ServiceError};

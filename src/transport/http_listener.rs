@@ -1,0 +1,82 @@
+//! The HTTP listener: accepts connections and serves the router on each
+//! (HTTP/1.1; gRPC, on its own port, is the HTTP/2 transport), with read
+//! timeouts, until shutdown, then drains.
+//!
+//! `axum::serve` gives hyper no timer, so a client that connected and sent
+//! nothing, or half a request head, or stopped in the middle of a body, held
+//! its connection and task for ever. Here a request head must arrive within
+//! the read timeout of the connection opening or of the previous answer (so
+//! keep-alive connections idle that long are closed too), and a body may
+//! not pause for longer than it between reads. (HTTP/1.1 only: serving
+//! HTTP/2 as well means sniffing each connection's first bytes first, with
+//! no timer running.)
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use std::future::Future;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tower_http::timeout::RequestBodyTimeoutLayer;
+
+/// Serves `app` on `listener` until `stop` resolves, then stops accepting and
+/// waits for the open connections to finish their requests (the caller
+/// bounds that wait).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    read_timeout: Duration,
+    stop: impl Future<Output = ()>,
+) {
+    let app = app.layer(RequestBodyTimeoutLayer::new(read_timeout));
+    let mut builder = Builder::new(TokioExecutor::new()).http1_only();
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(read_timeout);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(stop);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    pause_after_accept_error(&error).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        // A small answer must not wait for the client's delayed ACK.
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "HTTP connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// After a failed accept: nothing for a connection the client already gave
+/// up; a pause when the process is out of descriptors or memory, so that
+/// the loop does not spin while they are short.
+async fn pause_after_accept_error(error: &std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::ConnectionRefused
+    ) {
+        return;
+    }
+    tracing::warn!(%error, "cannot accept an HTTP connection; retrying in a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
