@@ -136,8 +136,9 @@ pub struct ServeArgs {
     )]
     pub drain_seconds: f64,
     /// Seconds an HTTP request head may take to arrive (a keep-alive
-    /// connection idle that long is closed), and the longest pause within a
-    /// request body.
+    /// connection idle that long is closed), the longest pause within a
+    /// request body, and how long a new gRPC connection may take to send
+    /// its HTTP/2 preface.
     #[arg(
         long,
         env = "BSPQ_HTTP_READ_TIMEOUT_SECONDS",
@@ -317,15 +318,13 @@ impl ServeArgs {
                 self.grpc_max_connection_age_seconds,
             )?)
         };
+        let read_timeout = seconds("http_read_timeout_seconds", self.http_read_timeout_seconds)?;
         Ok(Settings {
             server: ServerOptions {
                 worlds_dir: self.worlds_dir(),
                 rescan_interval: seconds("rescan_seconds", self.rescan_seconds)?,
                 drain_timeout: seconds("drain_seconds", self.drain_seconds)?,
-                http_read_timeout: seconds(
-                    "http_read_timeout_seconds",
-                    self.http_read_timeout_seconds,
-                )?,
+                http_read_timeout: read_timeout,
                 grpc: GrpcOptions {
                     concurrency_per_connection: at_least(
                         "grpc_concurrency",
@@ -341,6 +340,7 @@ impl ServeArgs {
                         self.grpc_keepalive_timeout_seconds,
                     )?,
                     max_connection_age,
+                    preface_timeout: read_timeout,
                 },
             },
             limits: Limits {

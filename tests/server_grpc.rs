@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::server::{BinaryServer, TestServer, TOKEN};
+use common::server::{read_until_closed, BinaryServer, TestServer, TOKEN};
 
 use bspq::proto::v1 as pb;
 use bspq::query::{answer, Answer, PointAnswer, Query, TraceAnswer};
@@ -653,4 +653,57 @@ fn load_generator_speaks_every_transport() {
         assert!(summary["p99_ms"].as_f64().expect("p99") > 0.0);
         assert!(summary["queries_per_second"].as_f64().expect("qps") > 0.0);
     }
+}
+
+/// A gRPC client that connects and sends nothing, or only part of the
+/// HTTP/2 preface, is disconnected once the read timeout has passed (the
+/// server's keepalive pings only start after the handshake, so it used to
+/// hold the connection for ever); other clients are served meanwhile.
+#[test]
+fn silent_grpc_connections_are_closed_after_the_read_timeout() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let server = BinaryServer::start(&[
+        "--worlds",
+        "/nonexistent-bspq-worlds",
+        "--http-read-timeout-seconds",
+        "1",
+    ]);
+    let connect = || {
+        let stream = TcpStream::connect(&server.grpc).expect("connects");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .expect("read timeout");
+        stream
+    };
+    let started = std::time::Instant::now();
+    let mut silent = connect();
+    let mut half_preface = connect();
+    half_preface
+        .write_all(b"PRI * HTTP/2.0\r\n")
+        .expect("writes");
+    let health = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["health", "--grpc", &server.grpc])
+        .output()
+        .expect("bspq health runs");
+    assert!(
+        health.status.success(),
+        "a prompt client is served meanwhile: {}",
+        String::from_utf8_lossy(&health.stdout)
+    );
+    for (what, stream) in [
+        ("nothing sent", &mut silent),
+        ("half a preface", &mut half_preface),
+    ] {
+        assert!(
+            read_until_closed(stream).is_some(),
+            "{what}: still open after {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "closed after {:?}",
+        started.elapsed()
+    );
 }

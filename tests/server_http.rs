@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::server::{BinaryServer, TestServer, TOKEN};
+use common::server::{read_until_closed, BinaryServer, TestServer, TOKEN};
 
 use bspq::compile::CompileOptions;
 use bspq::query::{answer, Answer};
@@ -406,19 +406,6 @@ fn a_closed_log_pipe_neither_stops_nor_crashes_the_server() {
     let server = BinaryServer::start_then_close_log(&["--worlds", "/nonexistent-bspq-worlds"]);
     // Shutting down logs (to the closed pipe) on the way out.
     serves_the_bundled_world_then_drains(server);
-}
-
-/// Reads what the server sends on `stream` until it closes the connection;
-/// `None` when it stays open past the test's own read timeout.
-fn read_until_closed(stream: &mut std::net::TcpStream) -> Option<Vec<u8>> {
-    use std::io::{ErrorKind, Read};
-    let mut received = Vec::new();
-    match stream.read_to_end(&mut received) {
-        Ok(_) => Some(received),
-        Err(e) if e.kind() == ErrorKind::ConnectionReset => Some(received),
-        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
-        Err(e) => panic!("reading from the server: {e}"),
-    }
 }
 
 /// A client that sends nothing, stops halfway through a request head, or

@@ -35,6 +35,9 @@ pub struct GrpcOptions {
     /// Connections are closed (GOAWAY, then a grace period) after this age,
     /// so clients rebalance; `None` keeps them open.
     pub max_connection_age: Option<Duration>,
+    /// A connection whose client has not sent the HTTP/2 preface this long
+    /// after connecting is closed.
+    pub preface_timeout: Duration,
 }
 
 impl Default for GrpcOptions {
@@ -44,6 +47,7 @@ impl Default for GrpcOptions {
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
             max_connection_age: Some(Duration::from_secs(3600)),
+            preface_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -572,9 +576,7 @@ pub async fn serve(
         .add_service(collision)
         .add_service(admin)
         .serve_with_incoming_shutdown(
-            // Without TCP_NODELAY a small answer waits for the client's
-            // delayed ACK: ~40 ms per unary call on Linux.
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            super::accept::with_http2_preface(listener, options.preface_timeout),
             async move {
                 let _ = stop.wait_for(|s| *s).await;
             },

@@ -11,6 +11,7 @@
 //! HTTP/2 as well means sniffing each connection's first bytes first, with
 //! no timer running.)
 
+use super::accept::pause_after_accept_error;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -64,19 +65,4 @@ pub async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
-}
-
-/// After a failed accept: nothing for a connection the client already gave
-/// up; a pause when the process is out of descriptors or memory, so that
-/// the loop does not spin while they are short.
-async fn pause_after_accept_error(error: &std::io::Error) {
-    use std::io::ErrorKind;
-    if matches!(
-        error.kind(),
-        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::ConnectionRefused
-    ) {
-        return;
-    }
-    tracing::warn!(%error, "cannot accept an HTTP connection; retrying in a second");
-    tokio::time::sleep(Duration::from_secs(1)).await;
 }

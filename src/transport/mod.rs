@@ -1,5 +1,6 @@
 //! Network front ends over the transport-free [`crate::service::Service`].
 
+pub(crate) mod accept;
 pub mod grpc;
 pub mod http;
 pub mod http_listener;

@@ -222,3 +222,16 @@ impl Drop for BinaryServer {
         }
     }
 }
+
+/// Reads what the server sends on `stream` until it closes the connection;
+/// `None` when it stays open past the test's own read timeout.
+pub fn read_until_closed(stream: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+    use std::io::{ErrorKind, Read};
+    let mut received = Vec::new();
+    match stream.read_to_end(&mut received) {
+        Ok(_) => Some(received),
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => Some(received),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
+        Err(e) => panic!("reading from the server: {e}"),
+    }
+}

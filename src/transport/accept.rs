@@ -1,0 +1,79 @@
+//! Accepting TCP connections on the two ports: what a failed accept does,
+//! and (gRPC) holding a connection back until its client has sent the
+//! HTTP/2 preface.
+//!
+//! The gRPC server's HTTP/2 keepalive pings only connections past their
+//! handshake, so a client that connected and sent nothing, or part of the
+//! preface, held its connection and a task for ever.
+
+use std::io;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Length of the client preface every HTTP/2 connection (so every gRPC
+/// one) opens with.
+const HTTP2_PREFACE_LEN: usize = 24;
+
+/// After a failed accept: nothing for a connection the client already gave
+/// up; a pause when the process is out of descriptors or memory, so that
+/// the accept loop does not spin while they are short.
+pub(crate) async fn pause_after_accept_error(error: &io::Error) {
+    use io::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::ConnectionRefused
+    ) {
+        return;
+    }
+    tracing::warn!(%error, "cannot accept a connection; retrying in a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// The connections accepted on `listener` whose clients sent the HTTP/2
+/// preface within `deadline` (TCP_NODELAY set: without it a small answer
+/// waits for the client's delayed ACK, ~40 ms per unary call on Linux); the
+/// others are closed. Each connection waits on its own, so a silent client
+/// delays nobody. Accepting stops once the stream is dropped.
+pub(crate) fn with_http2_preface(
+    listener: TcpListener,
+    deadline: Duration,
+) -> ReceiverStream<io::Result<TcpStream>> {
+    let (ready, incoming) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                () = ready.closed() => return,
+            };
+            match accepted {
+                Ok((stream, _)) => {
+                    let ready = ready.clone();
+                    tokio::spawn(async move {
+                        let sent = tokio::time::timeout(deadline, preface_sent(&stream)).await;
+                        if sent == Ok(true) {
+                            let _ = stream.set_nodelay(true);
+                            let _ = ready.send(Ok(stream)).await;
+                        }
+                    });
+                }
+                Err(error) => pause_after_accept_error(&error).await,
+            }
+        }
+    });
+    ReceiverStream::new(incoming)
+}
+
+/// Waits until the client has sent at least the preface's length (false:
+/// it closed the connection first). Peeks, so the server still reads it.
+async fn preface_sent(stream: &TcpStream) -> bool {
+    let mut first = [0u8; HTTP2_PREFACE_LEN];
+    loop {
+        match stream.peek(&mut first).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if n >= HTTP2_PREFACE_LEN => return true,
+            // Part of it: the rest is usually a packet away.
+            Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
