@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::server::{read_until_closed, BinaryServer, TestServer, TOKEN};
+use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestServer, TOKEN};
 
 use bspq::proto::v1 as pb;
 use bspq::query::{answer, Answer, PointAnswer, Query, TraceAnswer};
@@ -662,20 +662,8 @@ fn load_generator_speaks_every_transport() {
 #[test]
 fn silent_grpc_connections_are_closed_after_the_read_timeout() {
     use std::io::Write;
-    use std::net::TcpStream;
-    let server = BinaryServer::start(&[
-        "--worlds",
-        "/nonexistent-bspq-worlds",
-        "--http-read-timeout-seconds",
-        "1",
-    ]);
-    let connect = || {
-        let stream = TcpStream::connect(&server.grpc).expect("connects");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(15)))
-            .expect("read timeout");
-        stream
-    };
+    let server = BinaryServer::start_with_read_timeout_of_a_second();
+    let connect = || connect_slowly_read(&server.grpc);
     let started = std::time::Instant::now();
     let mut silent = connect();
     let mut half_preface = connect();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::server::{read_until_closed, BinaryServer, TestServer, TOKEN};
+use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestServer, TOKEN};
 
 use bspq::compile::CompileOptions;
 use bspq::query::{answer, Answer};
@@ -415,20 +415,8 @@ fn a_closed_log_pipe_neither_stops_nor_crashes_the_server() {
 #[test]
 fn stalled_http_clients_are_cut_off_after_the_read_timeout() {
     use std::io::Write;
-    use std::net::TcpStream;
-    let server = BinaryServer::start(&[
-        "--worlds",
-        "/nonexistent-bspq-worlds",
-        "--http-read-timeout-seconds",
-        "1",
-    ]);
-    let connect = || {
-        let stream = TcpStream::connect(&server.http).expect("connects");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(15)))
-            .expect("read timeout");
-        stream
-    };
+    let server = BinaryServer::start_with_read_timeout_of_a_second();
+    let connect = || connect_slowly_read(&server.http);
     let started = Instant::now();
     let mut silent = connect();
     let mut half_head = connect();

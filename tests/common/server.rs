@@ -150,6 +150,17 @@ impl BinaryServer {
         Self::start_logging(args, true)
     }
 
+    /// [`BinaryServer::start`] without worlds, with reads on both ports
+    /// timing out after a second (`--http-read-timeout-seconds 1`).
+    pub fn start_with_read_timeout_of_a_second() -> BinaryServer {
+        Self::start(&[
+            "--worlds",
+            "/nonexistent-bspq-worlds",
+            "--http-read-timeout-seconds",
+            "1",
+        ])
+    }
+
     /// [`BinaryServer::start`], then the read end of the server's log pipe
     /// closed (as when a log collector goes away).
     pub fn start_then_close_log(args: &[&str]) -> BinaryServer {
@@ -234,4 +245,14 @@ pub fn read_until_closed(stream: &mut std::net::TcpStream) -> Option<Vec<u8>> {
         Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
         Err(e) => panic!("reading from the server: {e}"),
     }
+}
+
+/// A raw connection to `addr` whose reads give up after 15 s (well past the
+/// server timeouts the tests set), for clients that stall on purpose.
+pub fn connect_slowly_read(addr: &str) -> std::net::TcpStream {
+    let stream = std::net::TcpStream::connect(addr).expect("connects");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(15)))
+        .expect("read timeout");
+    stream
 }
