@@ -48,6 +48,23 @@ fn post(base: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
     )
 }
 
+/// The error answer SPEC §5 describes: this status and code, a message, and
+/// the failing query's index when one failed.
+fn expect_error(
+    status: u16,
+    body: &serde_json::Value,
+    want_status: u16,
+    code: &str,
+    index: Option<u64>,
+) {
+    assert_eq!(status, want_status, "{body}");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .is_some_and(|m| !m.is_empty()));
+    assert_eq!(body["error"]["query_index"].as_u64(), index, "{body}");
+}
+
 fn worlds_dir_with(files: &[(&str, &[u8])]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     for (name, bytes) in files {
@@ -142,18 +159,6 @@ fn every_route_and_error_path() {
     assert_eq!(status, 200, "{contents}");
     assert_eq!(contents["results"].as_array().map(Vec::len), Some(2));
 
-    let expect_error = |status: u16,
-                        body: &serde_json::Value,
-                        want_status: u16,
-                        code: &str,
-                        index: Option<u64>| {
-        assert_eq!(status, want_status, "{body}");
-        assert_eq!(body["error"]["code"], code, "{body}");
-        assert!(body["error"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty()));
-        assert_eq!(body["error"]["query_index"].as_u64(), index, "{body}");
-    };
     let trace = "/v1/worlds/q3dm6ish/trace";
     let (s, b) = post(
         &base,
@@ -447,4 +452,42 @@ fn stalled_http_clients_are_cut_off_after_the_read_timeout() {
         "cut off after {:?}",
         started.elapsed()
     );
+}
+
+/// Query routes take bodies up to `max_body_bytes`, uploads up to
+/// `max_upload_bytes` (one limit over every route let a trace body grow to
+/// the upload size), and a body over the limit is told which limit.
+#[test]
+fn body_limits_are_per_route_and_named() {
+    let limits = Limits {
+        max_body_bytes: 4096,
+        max_upload_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let server = TestServer::start(None, limits);
+    let base = server.base.clone();
+    let query = r#"{"start":[0,0,0],"end":[1,1,1]},"#.repeat(200);
+    let body = format!(r#"{{"queries":[{}]}}"#, query.trim_end_matches(','));
+    assert!(body.len() > 4096 && body.len() < 1 << 20);
+    for route in ["trace", "contents"] {
+        let (s, b) = post(&base, &format!("/v1/worlds/q3dm6ish/{route}"), &body);
+        expect_error(s, &b, 413, "too_large", None);
+        let message = b["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("4096"), "{route}: {message}");
+    }
+    // Within the upload limit: read, then refused as no world, not as too large.
+    let put = |body: &[u8]| {
+        call(
+            agent()
+                .put(&format!("{base}/v1/worlds/uploaded"))
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .send(body),
+        )
+    };
+    let (s, b) = put(&vec![7u8; 64 << 10]);
+    expect_error(s, &b, 400, "load_failed", None);
+    let (s, b) = put(&vec![7u8; 2 << 20]);
+    expect_error(s, &b, 413, "too_large", None);
+    let message = b["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&(1u32 << 20).to_string()), "{message}");
 }

@@ -27,11 +27,11 @@ pub struct HttpState {
 
 /// The router with every route of SPEC §5.
 pub fn router(state: HttpState) -> Router {
-    let body_limit = state
-        .service
-        .limits
-        .max_body_bytes
-        .max(state.service.limits.max_upload_bytes);
+    // Queries may send `max_body_bytes`, world uploads `max_upload_bytes`
+    // (one limit over all routes let a trace body grow to the upload size).
+    let limits = &state.service.limits;
+    let query_limit = DefaultBodyLimit::max(limits.max_body_bytes);
+    let upload_limit = DefaultBodyLimit::max(limits.max_upload_bytes);
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -39,15 +39,21 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/worlds", get(list_worlds))
         .route(
             "/v1/worlds/{name}",
-            get(get_world).put(put_world).delete(delete_world),
+            get(get_world)
+                .put(put_world)
+                .delete(delete_world)
+                .layer(upload_limit),
         )
-        .route("/v1/worlds/{name}/trace", get(trace_get).post(trace_post))
+        .route(
+            "/v1/worlds/{name}/trace",
+            get(trace_get).post(trace_post).layer(query_limit),
+        )
         .route(
             "/v1/worlds/{name}/contents",
-            axum::routing::post(contents_post),
+            axum::routing::post(contents_post).layer(query_limit),
         )
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(query_limit)
         .with_state(state)
 }
 
@@ -142,10 +148,12 @@ struct TraceBody {
     queries: Vec<QueryLine>,
 }
 
-fn body_bytes(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ServiceError> {
+/// The request body, or the error for it: `limit` is the route's body
+/// limit, reported when the body exceeds it.
+fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ServiceError> {
     body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ServiceError::TooLarge(0)
+            ServiceError::TooLarge(limit)
         } else {
             ServiceError::Malformed(e.body_text())
         }
@@ -189,7 +197,8 @@ async fn trace_post(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body: TraceBody = parse_json(&body_bytes(body)?)?;
+    let limit = state.service.limits.max_body_bytes;
+    let body: TraceBody = parse_json(&body_bytes(body, limit)?)?;
     answer_batch(state, name, "trace", body.queries).await
 }
 
@@ -269,7 +278,8 @@ async fn contents_post(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body: ContentsBody = parse_json(&body_bytes(body)?)?;
+    let limit = state.service.limits.max_body_bytes;
+    let body: ContentsBody = parse_json(&body_bytes(body, limit)?)?;
     let mut lines: Vec<QueryLine> = body
         .points
         .iter()
@@ -306,7 +316,7 @@ async fn put_world(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     state.service.check_admin(bearer(&headers))?;
-    let bytes = body_bytes(body)?;
+    let bytes = body_bytes(body, state.service.limits.max_upload_bytes)?;
     let world = name.clone();
     let version = run_blocking(&state, "admin", move |s| s.upload(&name, &bytes)).await;
     if version.is_err() {
