@@ -15,25 +15,37 @@ use tokio_stream::wrappers::ReceiverStream;
 /// one) opens with.
 const HTTP2_PREFACE_LEN: usize = 24;
 
-/// After a failed accept: nothing for a connection the client already gave
-/// up; a pause when the process is out of descriptors or memory, so that
-/// the accept loop does not spin while they are short.
-pub(crate) async fn pause_after_accept_error(error: &io::Error) {
+/// The next connection on `listener`, with TCP_NODELAY set (without it a
+/// small answer waits for the client's delayed ACK, ~40 ms per unary gRPC
+/// call on Linux). A failed accept is retried: at once for a connection
+/// the client already gave up, after a second when the process is out of
+/// descriptors or memory, so that the loop does not spin while they are
+/// short.
+pub(crate) async fn next_connection(listener: &TcpListener) -> TcpStream {
     use io::ErrorKind;
-    if matches!(
-        error.kind(),
-        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::ConnectionRefused
-    ) {
-        return;
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                return stream;
+            }
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    ErrorKind::ConnectionAborted
+                        | ErrorKind::ConnectionReset
+                        | ErrorKind::ConnectionRefused
+                ) => {}
+            Err(error) => {
+                tracing::warn!(%error, "cannot accept a connection; retrying in a second");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
     }
-    tracing::warn!(%error, "cannot accept a connection; retrying in a second");
-    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 /// The connections accepted on `listener` whose clients sent the HTTP/2
-/// preface within `deadline` (TCP_NODELAY set: without it a small answer
-/// waits for the client's delayed ACK, ~40 ms per unary call on Linux); the
-/// others are closed. Each connection waits on its own, so a silent client
+/// preface within `deadline`; the others are closed. Each connection waits on its own, so a silent client
 /// delays nobody. Accepting stops once the stream is dropped.
 pub(crate) fn with_http2_preface(
     listener: TcpListener,
@@ -42,23 +54,17 @@ pub(crate) fn with_http2_preface(
     let (ready, incoming) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
         loop {
-            let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
+            let stream = tokio::select! {
+                stream = next_connection(&listener) => stream,
                 () = ready.closed() => return,
             };
-            match accepted {
-                Ok((stream, _)) => {
-                    let ready = ready.clone();
-                    tokio::spawn(async move {
-                        let sent = tokio::time::timeout(deadline, preface_sent(&stream)).await;
-                        if sent == Ok(true) {
-                            let _ = stream.set_nodelay(true);
-                            let _ = ready.send(Ok(stream)).await;
-                        }
-                    });
+            let ready = ready.clone();
+            tokio::spawn(async move {
+                let sent = tokio::time::timeout(deadline, preface_sent(&stream)).await;
+                if sent == Ok(true) {
+                    let _ = ready.send(Ok(stream)).await;
                 }
-                Err(error) => pause_after_accept_error(&error).await,
-            }
+            });
         }
     });
     ReceiverStream::new(incoming)

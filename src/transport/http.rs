@@ -30,7 +30,6 @@ pub fn router(state: HttpState) -> Router {
     // Queries may send `max_body_bytes`, world uploads `max_upload_bytes`
     // (one limit over all routes let a trace body grow to the upload size).
     let limits = &state.service.limits;
-    let query_limit = DefaultBodyLimit::max(limits.max_body_bytes);
     let upload_limit = DefaultBodyLimit::max(limits.max_upload_bytes);
     Router::new()
         .route("/healthz", get(healthz))
@@ -44,16 +43,14 @@ pub fn router(state: HttpState) -> Router {
                 .delete(delete_world)
                 .layer(upload_limit),
         )
-        .route(
-            "/v1/worlds/{name}/trace",
-            get(trace_get).post(trace_post).layer(query_limit),
-        )
+        .route("/v1/worlds/{name}/trace", get(trace_get).post(trace_post))
         .route(
             "/v1/worlds/{name}/contents",
-            axum::routing::post(contents_post).layer(query_limit),
+            axum::routing::post(contents_post),
         )
         .fallback(not_found)
-        .layer(query_limit)
+        // Every other route's (the upload route's own layer, inside, wins).
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
         .with_state(state)
 }
 
@@ -197,8 +194,8 @@ async fn trace_post(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let limit = state.service.limits.max_body_bytes;
-    let body: TraceBody = parse_json(&body_bytes(body, limit)?)?;
+    let body = body_bytes(body, state.service.limits.max_body_bytes)?;
+    let body: TraceBody = parse_json(&body)?;
     answer_batch(state, name, "trace", body.queries).await
 }
 
@@ -278,8 +275,8 @@ async fn contents_post(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let limit = state.service.limits.max_body_bytes;
-    let body: ContentsBody = parse_json(&body_bytes(body, limit)?)?;
+    let body = body_bytes(body, state.service.limits.max_body_bytes)?;
+    let body: ContentsBody = parse_json(&body)?;
     let mut lines: Vec<QueryLine> = body
         .points
         .iter()

@@ -11,7 +11,7 @@
 //! HTTP/2 as well means sniffing each connection's first bytes first, with
 //! no timer running.)
 
-use super::accept::pause_after_accept_error;
+use super::accept::next_connection;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
@@ -41,17 +41,9 @@ pub async fn serve(
     tokio::pin!(stop);
     loop {
         let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    pause_after_accept_error(&error).await;
-                    continue;
-                }
-            },
+            stream = next_connection(&listener) => stream,
             () = &mut stop => break,
         };
-        // A small answer must not wait for the client's delayed ACK.
-        let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)
