@@ -239,3 +239,53 @@ fn a_closed_stdout_ends_trace_answers_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(141), "{stderr}");
 }
+
+/// `bspq bench --json` runs every engine on the query file and reports
+/// them on its last line, parry3d side by side; parry3d, an independent
+/// engine on a triangle mesh of the same brushes, finds the same first
+/// contact on nearly every ray (the rest differ by the reference's 1/8-unit
+/// rules, which a mesh does not have).
+#[test]
+fn bench_reports_every_engine_side_by_side() {
+    let queries = common::oracle_dir("q3dm6ish").join("rays.jsonl.gz");
+    let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["bench", "--json", "--no-shapes", "--runs", "1"])
+        .args(["--min-run-ms", "1", "--batch", "64", "--threads", "2"])
+        .arg("--world")
+        .arg(common::map_path("q3dm6ish"))
+        .arg("--queries")
+        .arg(&queries)
+        .output()
+        .expect("bspq runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8 output");
+    let last = text.lines().last().expect("a JSON line");
+    let report: serde_json::Value = serde_json::from_str(last).expect("JSON");
+    let lines = common::load_set("q3dm6ish", "rays", true).queries.len();
+    assert_eq!(report["queries"], lines, "{report}");
+    assert_eq!(report["rays"], lines, "{report}");
+    assert_eq!(report["threads"], 2, "{report}");
+    for rate in [
+        "bspq_qps",
+        "parry_qps",
+        "bspq_batch_qps",
+        "bspq_packets_qps",
+        "bspq_anyhit_qps",
+        "bspq_anyhit_batch_qps",
+        "bspq_threads_qps",
+        "bspq_threads_one_qps",
+    ] {
+        let value = report[rate].as_f64().unwrap_or(0.0);
+        assert!(value > 0.0, "{rate}: {report}");
+    }
+    let ratio = report["ratio"].as_f64().unwrap_or(0.0);
+    let expected =
+        report["bspq_qps"].as_f64().unwrap_or(0.0) / report["parry_qps"].as_f64().unwrap_or(1.0);
+    assert!((ratio - expected).abs() <= 1e-9 * expected, "{report}");
+    let agree = report["parry_agree"].as_f64().unwrap_or(0.0);
+    assert!(agree > 0.95, "parry3d agrees on {agree}: {report}");
+}

@@ -12,8 +12,8 @@ use bspq::conformance::read_lines;
 use bspq::query::{Query, QueryLine};
 use bspq::trace::sieve::Sieve;
 use bspq::trace::{
-    any_hit, any_hit_with_stats, point_contents, trace, trace_queries, trace_with_stats,
-    BatchOptions, Scratch, TraceQuery, WalkStats,
+    any_hit, any_hit_queries, any_hit_with_stats, point_contents, trace, trace_queries,
+    trace_with_stats, BatchOptions, Scratch, TraceQuery, WalkStats,
 };
 use bspq::world::World;
 use clap::Args;
@@ -426,6 +426,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             black_box(any_hit(&world, black_box(q), &mut scratch));
         }
     });
+    // Any-hit batches, with the same first pass.
+    let bspq_anyhit_batch = measure(traces.len(), args.runs, min_run, || {
+        for chunk in traces.chunks(args.batch) {
+            black_box(any_hit_queries(&world, black_box(chunk), &single));
+        }
+    });
     let (threaded, one_thread) = if args.threads > 1 && !traces.is_empty() {
         let (many, one) = measure_threads(
             &world,
@@ -532,6 +538,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         ));
         report.push(stats_line("packets", &bspq_packets));
         report.push(stats_line("any-hit", &bspq_anyhit));
+        report.push(stats_line("any batch", &bspq_anyhit_batch));
     }
     if let (Some(t), Some(one)) = (&threaded, &one_thread) {
         report.push(format!(
@@ -668,6 +675,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             map.insert(
                 "bspq_packets".into(),
                 has_traces.then(|| stats_json(&bspq_packets)).into(),
+            );
+            map.insert(
+                "bspq_anyhit_batch_qps".into(),
+                has_traces.then_some(bspq_anyhit_batch.wall.median).into(),
+            );
+            map.insert(
+                "bspq_anyhit_batch".into(),
+                has_traces.then(|| stats_json(&bspq_anyhit_batch)).into(),
+            );
+            map.insert(
+                "anyhit_batch_over_batch".into(),
+                has_traces
+                    .then(|| ratio(bspq_anyhit_batch.wall.median, bspq_batch.wall.median))
+                    .into(),
             );
             // Flat names for scripts: bspq_sphere_qps, exact_sphere_qps, parry_sphere_qps, ...
             for r in &shape_rows {
