@@ -5,8 +5,10 @@ use crate::query::QueryLine;
 use crate::service::{Service, ServiceError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::Request;
 use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{from_fn, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -30,7 +32,13 @@ pub fn router(state: HttpState) -> Router {
     // Queries may send `max_body_bytes`, world uploads `max_upload_bytes`
     // (one limit over all routes let a trace body grow to the upload size).
     let limits = &state.service.limits;
-    let upload_limit = DefaultBodyLimit::max(limits.max_upload_bytes);
+    let (body_max, upload_max) = (limits.max_body_bytes, limits.max_upload_bytes);
+    let upload_limit = DefaultBodyLimit::max(upload_max);
+    // A body whose announced length is over the limit is refused before it
+    // is read (the limits above count what is read, for bodies sent without
+    // a length).
+    let query_length = from_fn(move |req, next| refuse_announced_oversize(body_max, req, next));
+    let upload_length = from_fn(move |req, next| refuse_announced_oversize(upload_max, req, next));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -41,12 +49,16 @@ pub fn router(state: HttpState) -> Router {
             get(get_world)
                 .put(put_world)
                 .delete(delete_world)
-                .layer(upload_limit),
+                .layer(upload_limit)
+                .layer(upload_length),
         )
-        .route("/v1/worlds/{name}/trace", get(trace_get).post(trace_post))
+        .route(
+            "/v1/worlds/{name}/trace",
+            get(trace_get).post(trace_post).layer(query_length.clone()),
+        )
         .route(
             "/v1/worlds/{name}/contents",
-            axum::routing::post(contents_post),
+            axum::routing::post(contents_post).layer(query_length),
         )
         .fallback(not_found)
         // Every other route's (the upload route's own layer, inside, wins).
@@ -143,6 +155,24 @@ async fn run_blocking<T: Send + 'static>(
 #[serde(deny_unknown_fields)]
 struct TraceBody {
     queries: Vec<QueryLine>,
+}
+
+/// Answers 413 at once, naming `limit`, when the request's
+/// `Content-Length` is over it: the client learns before it sends the body
+/// (a client that sends `Expect: 100-continue`, as curl does for large
+/// bodies, sends none), and the server reads none of it.
+async fn refuse_announced_oversize(limit: usize, req: Request, next: Next) -> Response {
+    let announced = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match announced {
+        Some(length) if length > limit as u64 => {
+            ApiError(ServiceError::TooLarge(limit)).into_response()
+        }
+        _ => next.run(req).await,
+    }
 }
 
 /// The request body, or the error for it: `limit` is the route's body
