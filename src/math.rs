@@ -216,6 +216,12 @@ pub fn lanes_of(bits: u32) -> BVec4A {
 pub struct XorShift(pub u64);
 
 impl XorShift {
+    /// A generator for a user's seed: any seed, 0 included, gives a
+    /// non-zero state, and nearby seeds start far apart.
+    pub fn seeded(seed: u64) -> Self {
+        XorShift(seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
     /// The next state (never 0 from a non-zero seed).
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;

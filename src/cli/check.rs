@@ -9,10 +9,11 @@
 //! to the shape walk the same way.
 
 use super::WorldArgs;
-use anyhow::bail;
+use anyhow::{bail, Context};
 use bspq::accuracy::{shape_query, KINDS};
+use bspq::conformance::read_lines;
 use bspq::math::XorShift;
-use bspq::query::{QueryLine, ShapeLine};
+use bspq::query::{Query, QueryLine, ShapeLine};
 use bspq::trace::{
     any_hit, any_hit_queries, point_contents, trace, trace_queries, BatchOptions, Scratch,
     TraceQuery, TraceResult,
@@ -20,6 +21,7 @@ use bspq::trace::{
 use bspq::world::World;
 use clap::Args;
 use glam::Vec3;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -32,6 +34,10 @@ pub struct CheckArgs {
     /// Seed of the moves (the same seed gives the same moves).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Check the moves of this query file (JSON lines, plain or gzipped;
+    /// points and bad lines are skipped) instead of random ones.
+    #[arg(long, conflicts_with_all = ["moves", "seed"])]
+    queries: Option<PathBuf>,
 }
 
 /// Box sizes: a ray, Quake 3's standing and crouching player, a small
@@ -53,8 +59,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let loaded = args.world.open()?;
     let world = loaded.view();
-    let mut rng = XorShift(args.seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let moves = random_moves(&world, &mut rng, args.moves);
+    let moves = match &args.queries {
+        Some(path) => file_moves(path)?,
+        None => random_moves(&world, &mut XorShift::seeded(args.seed), args.moves),
+    };
     let mut failed = compare(&world, "", &moves);
     // The same boxes as spheres, capsules, cylinders and convex hulls:
     // plane-shifted sweeps take the same fast search and the walk too.
@@ -171,8 +179,27 @@ fn differing(got: &[TraceResult], expected: &[TraceResult]) -> Vec<usize> {
         .collect()
 }
 
+/// The moves (rays, boxes and shapes, not points) of a query file.
+fn file_moves(path: &Path) -> anyhow::Result<Vec<TraceQuery>> {
+    let lines =
+        read_lines(path).with_context(|| format!("cannot read queries from {}", path.display()))?;
+    let moves: Vec<TraceQuery> = lines
+        .iter()
+        .filter_map(
+            |line| match QueryLine::parse(line).and_then(|q| q.validate()) {
+                Ok(Query::Trace(q)) => Some(q),
+                _ => None,
+            },
+        )
+        .collect();
+    if moves.is_empty() {
+        bail!("{} holds no valid move", path.display());
+    }
+    Ok(moves)
+}
+
 /// The move as a query line for `bspq trace`.
-fn query_line(q: &TraceQuery) -> String {
+pub(super) fn query_line(q: &TraceQuery) -> String {
     let v = |v: Vec3| v.to_array().map(f64::from);
     let line = QueryLine {
         start: Some(v(q.start)),

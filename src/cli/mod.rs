@@ -10,6 +10,7 @@ mod inspect;
 mod load;
 mod serve;
 mod trace;
+mod workload;
 
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
@@ -47,6 +48,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Measure shape sweeps (plane-shifted and exact) against the exact reference.
     Accuracy(accuracy::AccuracyArgs),
+    /// Write ray or box query lines for any world, like the conformance data's.
+    Workload(workload::WorkloadArgs),
 }
 
 /// How to open a world: shared by every subcommand that takes one.
@@ -154,6 +157,7 @@ pub fn run() -> ExitCode {
         Command::Conformance(args) => conformance::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Accuracy(args) => accuracy::run(args),
+        Command::Workload(args) => workload::run(args),
     };
     match result {
         Ok(code) => code,

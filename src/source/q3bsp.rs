@@ -284,6 +284,27 @@ impl Q3Bsp {
         // `parse` refuses files without a model 0.
         &self.models[0]
     }
+
+    /// The cluster of the leaf of the map's own tree that holds `p`: at
+    /// least 0 inside the level (where the map compiler's flood fill
+    /// reached), -1 in solid and in the void around a sealed map. `None`
+    /// when the tree is empty or loops (a damaged file).
+    pub fn cluster_at(&self, p: Vec3) -> Option<i32> {
+        let mut child = 0i32;
+        // A sound tree reaches a leaf in fewer steps than it has nodes.
+        for _ in 0..=self.nodes.len() {
+            if child < 0 {
+                let leaf = usize::try_from(-(i64::from(child) + 1)).ok()?;
+                return self.leafs.get(leaf).map(|l| l.cluster);
+            }
+            let node = self.nodes.get(usize::try_from(child).ok()?)?;
+            let plane = self.planes.get(node.plane as usize)?;
+            // The reference's side test: on the plane counts as in front.
+            let front = p.dot(plane.normal) - plane.dist >= 0.0;
+            child = node.children[usize::from(!front)];
+        }
+        None
+    }
 }
 
 fn load_entities(lumps: &Lumps) -> String {

@@ -1,0 +1,253 @@
+//! `bspq workload`: query lines for any world in the style of the
+//! conformance data's ray and box files (SPEC §4), to benchmark a map that
+//! has no query file (`bspq bench --queries`), replay it at a server
+//! (`bspq load --queries`) or trace it (`bspq trace`).
+//!
+//! Every move starts at an empty point (no solid, no player clip) inside
+//! the level, tried uniformly over the world's bounds: for a Quake 3 map,
+//! one in a leaf of the map's own tree with a cluster (where the map
+//! compiler's flood fill from the entities reached; the conformance data's
+//! starts are all such points); for a compiled world file, which no longer
+//! holds clusters, one whose six axis-aligned sight lines all meet
+//! something (the void around a sealed map fails one of them; so do some
+//! spots inside open maps).
+//! Rays are half short moves (16–256 units, any direction) and half sight
+//! lines between two such points, with the solid and shot masks in turn.
+//! Boxes are standing and crouching player boxes walking (mostly short
+//! moves, nearly level) and dropping (straight down, up to 1 000 units)
+//! with the player-solid mask, and small boxes of random, often lopsided,
+//! shape moving any way up to 400 units with the solid mask: the shares of
+//! the conformance data's box files. Coordinates are on a 1/32-unit grid.
+
+use super::check::query_line;
+use super::WorldArgs;
+use anyhow::bail;
+use bspq::contents::{
+    CONTENTS_PLAYERCLIP, CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT, MASK_SOLID,
+};
+use bspq::math::XorShift;
+use bspq::source::q3bsp::{looks_like_ibsp, Q3Bsp};
+use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
+use bspq::world::load::{read_source, WorldSpec};
+use bspq::world::World;
+use clap::{Args, ValueEnum};
+use glam::Vec3;
+use std::io::{BufWriter, Write};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct WorkloadArgs {
+    #[command(flatten)]
+    world: WorldArgs,
+    /// What to make: `rays` (short moves and sight lines) or `boxes`
+    /// (player moves and drops, small boxes).
+    #[arg(long, value_enum)]
+    kind: Kind,
+    /// Query lines to write.
+    #[arg(long, default_value_t = 20_000)]
+    count: usize,
+    /// Seed (the same seed and world give the same lines).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Kind {
+    Rays,
+    Boxes,
+}
+
+/// Distinct start points kept (moves reuse them, as players revisit places).
+const MAX_STARTS: usize = 4096;
+/// Random points tried per start point wanted, at most.
+const TRIES_PER_START: usize = 64;
+
+/// Starts tried for a box before one it does not fit is kept.
+const FIT_TRIES: usize = 8;
+
+const STANDING: ([f32; 3], [f32; 3]) = ([-15.0, -15.0, -24.0], [15.0, 15.0, 32.0]);
+const CROUCHING: ([f32; 3], [f32; 3]) = ([-15.0, -15.0, -24.0], [15.0, 15.0, 16.0]);
+
+pub fn run(args: WorkloadArgs) -> anyhow::Result<ExitCode> {
+    if args.count == 0 {
+        bail!("--count must be at least 1");
+    }
+    let loaded = args.world.open()?;
+    let world = loaded.view();
+    let mut rng = XorShift::seeded(args.seed);
+    // A Quake 3 map tells inside from outside by its leaves' clusters; a
+    // compiled world file no longer holds them.
+    let spec = WorldSpec::parse(&args.world.world);
+    let source = read_source(&spec)
+        .ok()
+        .filter(|bytes| looks_like_ibsp(bytes))
+        .and_then(|bytes| Q3Bsp::parse(&bytes).ok());
+    let starts = inside_points(
+        &world,
+        source.as_ref(),
+        &mut rng,
+        args.count.min(MAX_STARTS),
+    );
+    if starts.is_empty() {
+        bail!(
+            "no empty point inside the level found in {}",
+            args.world.world
+        );
+    }
+    let mut scratch = Scratch::new();
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for i in 0..args.count {
+        let query = match args.kind {
+            Kind::Rays => ray(&starts, &mut rng, i),
+            Kind::Boxes => moving_box(&world, &starts, &mut rng, &mut scratch),
+        };
+        writeln!(out, "{}", query_line(&query))?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Up to `wanted` distinct empty points inside the level (see the module
+/// notes), tried uniformly over the world's bounds.
+fn inside_points(
+    world: &World,
+    source: Option<&Q3Bsp>,
+    rng: &mut XorShift,
+    wanted: usize,
+) -> Vec<Vec3> {
+    let (lo, hi) = (Vec3::from(world.mins), Vec3::from(world.maxs));
+    let reach = (hi - lo).length().max(1.0) * 2.0;
+    let mut scratch = Scratch::new();
+    let mut inside = |p: Vec3| match source {
+        Some(map) => map.cluster_at(p).is_some_and(|cluster| cluster >= 0),
+        None => [
+            Vec3::X,
+            Vec3::Y,
+            Vec3::Z,
+            Vec3::NEG_X,
+            Vec3::NEG_Y,
+            Vec3::NEG_Z,
+        ]
+        .iter()
+        .all(|&dir| {
+            let sight = TraceQuery::ray(p, p + dir * reach, MASK_SOLID);
+            trace(world, &sight, &mut scratch).fraction < 1.0
+        }),
+    };
+    let mut points = Vec::new();
+    for _ in 0..wanted.saturating_mul(TRIES_PER_START) {
+        if points.len() == wanted {
+            break;
+        }
+        let p = snap(lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit()));
+        let empty = point_contents(world, p) & (CONTENTS_SOLID | CONTENTS_PLAYERCLIP) == 0;
+        if empty && inside(p) {
+            points.push(p);
+        }
+    }
+    points
+}
+
+/// Ray `i`: even ones a short move, odd ones a sight line to another start;
+/// the solid mask and the shot mask in turn.
+fn ray(starts: &[Vec3], rng: &mut XorShift, i: usize) -> TraceQuery {
+    let start = pick(starts, rng);
+    let end = if i.is_multiple_of(2) {
+        start + direction(rng) * (16.0 + 240.0 * rng.unit())
+    } else {
+        pick(starts, rng)
+    };
+    let mask = if (i / 2).is_multiple_of(2) {
+        MASK_SOLID
+    } else {
+        MASK_SHOT
+    };
+    TraceQuery::ray(start, snap(end), mask)
+}
+
+/// A box move: a player walking (53 %, a quarter of them crouching) or
+/// dropping (17 %, likewise), or a small box (30 %), from a start where the
+/// box fits (tried at a few starts, as a player stands where it fits).
+fn moving_box(
+    world: &World,
+    starts: &[Vec3],
+    rng: &mut XorShift,
+    scratch: &mut Scratch,
+) -> TraceQuery {
+    let roll = rng.unit();
+    let player = |rng: &mut XorShift| {
+        if rng.unit() < 0.25 {
+            CROUCHING
+        } else {
+            STANDING
+        }
+    };
+    let ((mins, maxs), mask) = if roll < 0.70 {
+        (player(rng), MASK_PLAYERSOLID)
+    } else {
+        (small_box(rng), MASK_SOLID)
+    };
+    let (mins, maxs) = (Vec3::from(mins), Vec3::from(maxs));
+    let mut start = pick(starts, rng);
+    for _ in 0..FIT_TRIES {
+        let stand = TraceQuery::boxed(start, start, mins, maxs, mask);
+        if !trace(world, &stand, scratch).startsolid {
+            break;
+        }
+        start = pick(starts, rng);
+    }
+    let end = if roll < 0.53 {
+        // Mostly short steps, a few long ones, nearly level.
+        let angle = rng.unit() * std::f32::consts::TAU;
+        let length = 384.0 * rng.unit() * rng.unit();
+        let step = Vec3::new(angle.cos() * length, angle.sin() * length, 0.0);
+        start + step + Vec3::Z * ((rng.unit() - 0.5) * 128.0)
+    } else if roll < 0.70 {
+        start - Vec3::Z * (16.0 + 984.0 * rng.unit())
+    } else {
+        start + direction(rng) * (400.0 * rng.unit())
+    };
+    TraceQuery::boxed(start, snap(end), mins, maxs, mask)
+}
+
+/// A small box: half the time a cube about its centre, else a box of three
+/// sizes off its centre.
+fn small_box(rng: &mut XorShift) -> ([f32; 3], [f32; 3]) {
+    if rng.unit() < 0.5 {
+        let half = snap_scalar(1.0 + 31.0 * rng.unit());
+        return ([-half; 3], [half; 3]);
+    }
+    let mut mins = [0.0; 3];
+    let mut maxs = [0.0; 3];
+    for k in 0..3 {
+        let half = 2.0 + 30.0 * rng.unit();
+        let offset = (rng.unit() - 0.5) * 80.0;
+        mins[k] = snap_scalar(offset - half);
+        maxs[k] = snap_scalar(offset + half);
+    }
+    (mins, maxs)
+}
+
+/// A direction uniform over the sphere.
+fn direction(rng: &mut XorShift) -> Vec3 {
+    loop {
+        let v = Vec3::new(rng.unit(), rng.unit(), rng.unit()) * 2.0 - Vec3::ONE;
+        let length = v.length();
+        if length > 1e-3 && length <= 1.0 {
+            return v / length;
+        }
+    }
+}
+
+fn pick(starts: &[Vec3], rng: &mut XorShift) -> Vec3 {
+    starts[(rng.next_u64() % starts.len() as u64) as usize]
+}
+
+/// On the 1/32-unit grid.
+fn snap(v: Vec3) -> Vec3 {
+    (v * 32.0).round() / 32.0
+}
+
+fn snap_scalar(x: f32) -> f32 {
+    (x * 32.0).round() / 32.0
+}
