@@ -9,8 +9,8 @@ use bspq::query::{
 };
 use bspq::trace::sieve::{missed, Sieve};
 use bspq::trace::{
-    any_hit, any_hit_batch, trace, trace_batch, trace_queries, BatchError, BatchOptions,
-    BatchResults, Scratch, TraceBatch, TraceQuery, TraceResult,
+    any_hit, any_hit_batch, trace, trace_batch, trace_queries, trace_with_stats, BatchError,
+    BatchOptions, BatchResults, Scratch, TraceBatch, TraceQuery, TraceResult,
 };
 use bspq::world::World;
 use common::{load_set, load_world, parse_query, result_bits, Rng, MAPS};
@@ -162,6 +162,33 @@ fn check_map(map: &str, curves: bool) {
             "{map}: reference any-hit {i}"
         );
     }
+}
+
+/// Ties between nearest contacts that report different planes, flags or
+/// contents are told apart without the whole walk, as the walk tells them
+/// apart: on every committed map's oracle moves, each query answered that
+/// way gives the reference walk's answer bit for bit, and there are such
+/// queries to check.
+#[test]
+fn tied_contacts_are_told_apart_as_the_walk_does() {
+    let mut ties = 0;
+    for map in MAPS {
+        for curves in [true, false] {
+            let loaded = load_world(map, curves);
+            let world = loaded.view();
+            let queries = traces(map);
+            let expected = reference(&world, &queries);
+            let mut scratch = Scratch::new();
+            for (q, expected) in queries.iter().zip(&expected) {
+                let (got, stats) = trace_with_stats(&world, q, &mut scratch);
+                if stats.ties > 0 {
+                    ties += 1;
+                    assert_eq!(result_bits(&got), result_bits(expected), "{map}: {q:?}");
+                }
+            }
+        }
+    }
+    assert!(ties >= 10, "only {ties} tied queries on the committed maps");
 }
 
 #[test]

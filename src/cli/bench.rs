@@ -107,7 +107,7 @@ fn walk_stats(world: &World, traces: &[TraceQuery], any_hit: bool) -> Vec<Counte
         })
         .collect();
     type Field = (&'static str, fn(&WalkStats) -> u32);
-    let fields: [Field; 9] = [
+    let fields: [Field; 10] = [
         ("nodes", |s| s.nodes),
         ("culled", |s| s.culled),
         ("leaves", |s| s.leaves),
@@ -116,6 +116,7 @@ fn walk_stats(world: &World, traces: &[TraceQuery], any_hit: bool) -> Vec<Counte
         ("patches", |s| s.patches),
         ("bvh_nodes", |s| s.bvh_nodes),
         ("fallbacks", |s| s.fallbacks),
+        ("ties", |s| s.ties),
         ("core_stops", |s| s.core_stops),
     ];
     fields

@@ -49,6 +49,11 @@ pub(crate) enum Outcome {
     Hit,
     /// The answer depends on the visit order: ask the BSP walk.
     Undecided,
+    /// As `Undecided`, for this one reason only: the nearest contacts, at
+    /// this fraction (above 0), tie and report different planes, flags or
+    /// contents, and the move starts inside nothing. The walk's answer is
+    /// then the first of them it meets ([`super::tree::first_tied_brush`]).
+    Tied(f32),
 }
 
 /// A contact's report: the plane hit and what it belongs to.
@@ -162,6 +167,16 @@ pub(crate) struct Found {
 }
 
 impl Found {
+    /// A move's contact at `frac` with side `side` of brush `brush`, starting
+    /// inside nothing.
+    pub fn brush_contact(world: &World, brush: usize, side: usize, frac: f32) -> Self {
+        Found {
+            contact: Some((frac, brush_contact(world, brush, side))),
+            startsolid: false,
+            allsolid: None,
+        }
+    }
+
     /// The answer to `query`.
     #[inline(always)]
     pub fn result(&self, query: &TraceQuery) -> TraceResult {
@@ -237,7 +252,13 @@ impl Search {
         match stop {
             Err(Stop::Undecided) => Outcome::Undecided,
             Err(Stop::Hit) => Outcome::Hit,
-            Ok(()) if !self.decided() => Outcome::Undecided,
+            Ok(()) if !self.decided() => {
+                if self.tied() {
+                    Outcome::Tied(self.frac)
+                } else {
+                    Outcome::Undecided
+                }
+            }
             Ok(()) => Outcome::Answered(Found {
                 contact: self.contact.map(|c| (self.frac, c)),
                 startsolid: self.startsolid,
@@ -291,6 +312,17 @@ impl Search {
         self.allsolid = Some(contents);
         self.startsolid = true;
         Ok(())
+    }
+
+    /// Whether the order matters only because the nearest contacts tie
+    /// (see [`Outcome::Tied`]).
+    fn tied(&self) -> bool {
+        self.contact.is_some()
+            && self.frac > 0.0
+            && self.window == self.frac
+            && self.runner_up == self.frac
+            && !self.startsolid
+            && self.allsolid.is_none()
     }
 
     /// Whether every visit order gives the same answer.
@@ -951,24 +983,28 @@ impl Clipper for TraceWork {
 
     #[inline(always)]
     fn brush(&self, world: &World, index: usize) -> Clipped {
-        let brush = &world.brushes[index];
         match clip_brush(world, index, self) {
             BrushClip::Miss => Clipped::Miss,
             BrushClip::Inside { gets_out } => Clipped::Inside { gets_out },
-            BrushClip::Enter { frac, side } => {
-                let side = &world.brush_sides[brush.first_side as usize + side];
-                let plane = &world.planes[side.plane as usize];
-                Clipped::Enter {
-                    frac: frac.max(0.0),
-                    contact: Contact {
-                        normal: plane.normal(),
-                        dist: plane.dist,
-                        surface_flags: side.surface_flags,
-                        contents: brush.contents,
-                    },
-                }
-            }
+            BrushClip::Enter { frac, side } => Clipped::Enter {
+                frac: frac.max(0.0),
+                contact: brush_contact(world, index, side),
+            },
         }
+    }
+}
+
+/// What a contact with side `side` of brush `index` reports.
+#[inline(always)]
+fn brush_contact(world: &World, index: usize, side: usize) -> Contact {
+    let brush = &world.brushes[index];
+    let side = &world.brush_sides[brush.first_side as usize + side];
+    let plane = &world.planes[side.plane as usize];
+    Contact {
+        normal: plane.normal(),
+        dist: plane.dist,
+        surface_flags: side.surface_flags,
+        contents: brush.contents,
     }
 }
 

@@ -174,7 +174,22 @@ fn settle<P: tree::Probe>(
     match outcome {
         fast::Outcome::Answered(found) => return Some(found),
         fast::Outcome::Hit => work.result.fraction = 0.0,
-        fast::Outcome::Undecided => {
+        fast::Outcome::Tied(frac) if !work.is_point || world.patches.is_empty() => {
+            // (A ray's patch hit met after the first tied brush could still
+            // replace it: rays on maps with patches take the whole walk.)
+            scratch.begin(world);
+            if let Some((brush, side)) = tree::first_tied_brush(world, work, scratch, frac) {
+                probe.tie();
+                return Some(fast::Found::brush_contact(world, brush, side, frac));
+            }
+            probe.fallback();
+            let any_hit = work.stop_at_any_hit;
+            *work = TraceWork::new(query);
+            work.stop_at_any_hit = any_hit;
+            scratch.begin(world);
+            tree::trace_tree(world, work, scratch, probe);
+        }
+        fast::Outcome::Undecided | fast::Outcome::Tied(_) => {
             probe.fallback();
             let any_hit = work.stop_at_any_hit;
             *work = TraceWork::new(query);

@@ -134,7 +134,7 @@ impl<S: Support> ShapeWork<S> {
                     self.result.fraction = 0.0;
                     return None;
                 }
-                Outcome::Undecided => {}
+                Outcome::Undecided | Outcome::Tied(_) => {}
             }
         }
         scratch.begin(world);
@@ -405,12 +405,15 @@ fn walk_segment<S: Support>(
         p2 = p1 + (p2 - p1) * frac;
         child = node.children[near];
     }
-    trace_leaf(world, packed, lists, w, scratch, lists.leaf(child));
+    // Brushes are culled by their boxes on any tree the kernel was built
+    // for (the source's tree has no bounds of its own to cull nodes by).
+    let cull = packed || world.kernel.matches(world);
+    trace_leaf(world, cull, lists, w, scratch, lists.leaf(child));
 }
 
 fn trace_leaf<S: Support>(
     world: &World,
-    packed: bool,
+    cull: bool,
     lists: Lists,
     w: &mut ShapeWork<S>,
     scratch: &mut Scratch,
@@ -421,7 +424,7 @@ fn trace_leaf<S: Support>(
         if !scratch.first_visit_brush(b as usize) || brush.contents & w.mask == 0 {
             continue;
         }
-        if packed {
+        if cull {
             let [lo, hi] = world.kernel.brush_bounds[b as usize];
             if !overlaps(&w.bounds, Vec3::from_array(lo), Vec3::from_array(hi)) {
                 continue;

@@ -1,9 +1,10 @@
 //! Walking the tree: which leaves can the swept box touch, nearest first.
 
-use super::brush::{box_in_brush, trace_through_brush};
-use super::patch::{position_test_patch, trace_through_patch};
+use super::brush::{box_in_brush, clip_brush, trace_through_brush, BrushClip};
+use super::patch::{patch_in_reach, position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
+use crate::world::kernel::Below;
 use crate::world::{Brush, KernelTree, Leaf, Node, Patch, Plane, SourceTree, World};
 use glam::Vec3A;
 
@@ -31,6 +32,10 @@ pub struct WalkStats {
     /// 1 when any-hit stopped where the move passes through a brush's solid
     /// core, without clipping it (see [`crate::world::cores`]), else 0.
     pub core_stops: u32,
+    /// 1 when the nearest contacts tied and the first of them in the
+    /// walk's order was found without the whole walk
+    /// ([`first_tied_brush`]), else 0.
+    pub ties: u32,
 }
 
 /// Counting hooks of the walk: `()` counts nothing and compiles away.
@@ -43,6 +48,7 @@ pub(crate) trait Probe {
     fn bvh_node(&mut self) {}
     fn fallback(&mut self) {}
     fn core_stop(&mut self) {}
+    fn tie(&mut self) {}
 }
 
 impl Probe for () {}
@@ -80,6 +86,10 @@ impl Probe for WalkStats {
     #[inline(always)]
     fn fallback(&mut self) {
         self.fallbacks += 1;
+    }
+    #[inline(always)]
+    fn tie(&mut self) {
+        self.ties += 1;
     }
 }
 
@@ -171,11 +181,9 @@ impl<'w> Lists<'w> {
 /// the same planes and children, so the walk does the same arithmetic in the
 /// same order; the source's tree is walked as the reference walks it.
 trait Nodes {
-    /// Whether nodes carry bounds and brushes cull boxes.
+    /// Whether nodes carry bounds.
     const BOUNDED: bool;
     fn get(&self, index: i32) -> NodeView;
-    /// Whether brush `b` can be touched by a move within `bounds`.
-    fn may_touch_brush(&self, b: usize, bounds: &[Vec3A; 2]) -> bool;
 
     /// How far the box reaches across `node`'s plane: the walk enters a
     /// side while the box's centre lies within this (plus one unit of
@@ -210,6 +218,11 @@ fn support_reach<const RAY: bool>(extents: Vec3A, normal: Vec3A) -> f32 {
 struct PlainNodes<'w, const SOURCE: bool> {
     nodes: &'w [Node],
     planes: &'w [Plane],
+    /// What lies below each node (empty when unknown): the walk skips a
+    /// subtree nothing near the move lies in, or nothing in the mask, as
+    /// the packed walk does. Leaving out leaves with nothing the move can
+    /// touch changes neither the order of the rest nor any answer.
+    below: &'w [Below],
 }
 
 /// How far a box reaches across a plane that is not axial, as the
@@ -221,25 +234,24 @@ struct PlainNodes<'w, const SOURCE: bool> {
 pub(crate) const SOURCE_FAR_REACH: f32 = 2048.0;
 
 impl<const SOURCE: bool> Nodes for PlainNodes<'_, SOURCE> {
-    const BOUNDED: bool = false;
-
-    #[inline(always)]
-    fn may_touch_brush(&self, _b: usize, _bounds: &[Vec3A; 2]) -> bool {
-        true
-    }
+    const BOUNDED: bool = SOURCE;
 
     #[inline(always)]
     fn get(&self, index: i32) -> NodeView {
         let node = &self.nodes[index as usize];
         let plane = &self.planes[node.plane as usize];
+        let (below, mins, maxs) = match self.below.get(index as usize) {
+            Some(b) => (b.contents, b.mins, b.maxs),
+            None => ([u32::MAX; 2], Vec3A::NEG_INFINITY, Vec3A::INFINITY),
+        };
         NodeView {
             normal: Vec3A::from(plane.normal()),
             dist: plane.dist,
             axis: plane.axis,
             children: node.children,
-            below: [u32::MAX; 2],
-            mins: Vec3A::NEG_INFINITY,
-            maxs: Vec3A::INFINITY,
+            below,
+            mins,
+            maxs,
         }
     }
 
@@ -265,12 +277,6 @@ impl Nodes for PackedNodes<'_> {
     const BOUNDED: bool = true;
 
     #[inline(always)]
-    fn may_touch_brush(&self, b: usize, bounds: &[Vec3A; 2]) -> bool {
-        let [lo, hi] = self.0.brush_bounds[b];
-        overlaps(bounds, Vec3A::from_array(lo), Vec3A::from_array(hi))
-    }
-
-    #[inline(always)]
     fn get(&self, index: i32) -> NodeView {
         let node = &self.0.nodes[index as usize];
         NodeView {
@@ -293,39 +299,139 @@ pub(crate) fn trace_tree<P: Probe>(
     scratch: &mut Scratch,
     probe: &mut P,
 ) {
+    let cull = brush_cull(world);
+    walk_tree(
+        world,
+        w,
+        scratch,
+        probe,
+        |lists, w, scratch, leaf, _, probe| {
+            trace_leaf(world, cull, lists, w, scratch, leaf, probe);
+            w.stop_at_any_hit && w.result.fraction < 1.0
+        },
+    );
+}
+
+/// The first brush the walk ([`trace_tree`]) meets among those the move
+/// touches first, at `frac` (above 0, starting inside nothing: see
+/// [`super::fast::Outcome::Tied`]), with the side it enters: the walk's
+/// answer, without the rest of the walk. `w` is the move, its result not
+/// yet written; `None` when this cannot tell, and the walk must decide.
+///
+/// The walk keeps the first of equal contacts (a later one must be strictly
+/// nearer), and it skips a piece of the move that starts at or past its
+/// nearest contact so far, which is never nearer than `frac`. Walked here
+/// without that skipping, and every new brush clipped on its own, the
+/// leaves come in the walk's order with more of them; the first brush found
+/// at `frac` in a piece starting before `frac` is the one: the walk reaches
+/// that piece (nothing it met before is as near as `frac`), and meets no
+/// brush at `frac` before it (any such would have come first here too). A
+/// brush found at `frac` first in a piece starting at `frac` or later, or a
+/// patch within reach met first (whose hit might tie), leaves it to the
+/// walk.
+pub(crate) fn first_tied_brush(
+    world: &World,
+    w: &mut TraceWork,
+    scratch: &mut Scratch,
+    frac: f32,
+) -> Option<(usize, usize)> {
+    let cull = brush_cull(world);
+    let mut first = None;
+    walk_tree(
+        world,
+        w,
+        scratch,
+        &mut (),
+        |lists, w, scratch, leaf, start, _| {
+            for (index, _) in new_brushes(world, lists, scratch, leaf, w.mask) {
+                if !may_touch_brush(cull, index, &w.bounds) {
+                    continue;
+                }
+                match clip_brush(world, index, w) {
+                    BrushClip::Miss => {}
+                    BrushClip::Enter { frac: at, .. } if at > frac => {}
+                    BrushClip::Enter { frac: at, side } => {
+                        // (Nearer than the nearest, or inside: not a tie after all.)
+                        first = (at == frac && start < frac).then_some((index, side));
+                        return true;
+                    }
+                    BrushClip::Inside { .. } => return true,
+                }
+            }
+            let bounds = w.bounds;
+            new_patches(world, lists, scratch, leaf, w.mask).any(|p| patch_in_reach(p, &bounds))
+        },
+    );
+    first
+}
+
+/// The brushes' cull boxes when the world has the kernel's tree (else
+/// none): the walk does not clip a brush whose box the move's swept box
+/// misses. That changes no answer (see [`crate::world::kernel`]), and on
+/// the source's tree, which a box crosses by 2 048 units at every slanted
+/// plane, it skips most of the brushes the leaves reached list.
+fn brush_cull<'w>(world: &World<'w>) -> &'w [[[f32; 3]; 2]] {
+    if world.kernel.matches(world) {
+        &world.kernel.brush_bounds
+    } else {
+        &[]
+    }
+}
+
+/// Whether brush `b` may be touched by a move within `bounds` (see
+/// [`brush_cull`]).
+#[inline(always)]
+fn may_touch_brush(cull: &[[[f32; 3]; 2]], b: usize, bounds: &[Vec3A; 2]) -> bool {
+    cull.get(b)
+        .is_none_or(|&[lo, hi]| overlaps(bounds, Vec3A::from(lo), Vec3A::from(hi)))
+}
+
+/// Walks the move through the tree that decides the visit order (see
+/// [`trace_tree`]), handing each leaf reached to `visit` with the fraction
+/// where its piece of the move starts; `visit` returns true to stop.
+fn walk_tree<P: Probe>(
+    world: &World,
+    w: &mut TraceWork,
+    scratch: &mut Scratch,
+    probe: &mut P,
+    visit: impl FnMut(Lists, &mut TraceWork, &mut Scratch, &Leaf, f32, &mut P) -> bool,
+) {
     let kernel = world.kernel;
+    let known = kernel.matches(world);
     if world.source.is_present() {
         let nodes = PlainNodes::<true> {
             nodes: world.source.nodes,
             planes: world.planes,
+            below: if known { &kernel.source_below } else { &[] },
         };
         let lists = Lists::source(&world.source);
-        walk_from(world, &nodes, lists, w, scratch, probe);
-    } else if kernel.matches(world) {
+        walk_from(&nodes, lists, w, scratch, probe, visit);
+    } else if known {
         let below = kernel.nodes[0].contents_below;
         if (below[0] | below[1]) & w.mask == 0 {
             // Nothing anywhere in the mask.
             return;
         }
         let lists = Lists::compiled(world);
-        walk_from(world, &PackedNodes(kernel), lists, w, scratch, probe);
+        walk_from(&PackedNodes(kernel), lists, w, scratch, probe, visit);
     } else {
         let lists = Lists::compiled(world);
         let nodes = PlainNodes::<false> {
             nodes: world.nodes,
             planes: world.planes,
+            below: &[],
         };
-        walk_from(world, &nodes, lists, w, scratch, probe);
+        walk_from(&nodes, lists, w, scratch, probe, visit);
     }
 }
 
 fn walk_from<P: Probe, N: Nodes>(
-    world: &World,
     nodes: &N,
     lists: Lists,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     probe: &mut P,
+    mut visit: impl FnMut(Lists, &mut TraceWork, &mut Scratch, &Leaf, f32, &mut P) -> bool,
 ) {
     let mut stack = std::mem::take(&mut scratch.segment_stack);
     stack.clear();
@@ -336,19 +442,16 @@ fn walk_from<P: Probe, N: Nodes>(
         p1: w.start,
         p2: w.end,
     });
-    // Rays and boxes get their own copy of the walk: a ray's plane reach
-    // is a constant.
-    if w.is_point {
-        while let Some(seg) = stack.pop() {
-            walk_segment::<P, N, true>(world, nodes, lists, w, scratch, seg, &mut stack, probe);
-            if w.stop_at_any_hit && w.result.fraction < 1.0 {
-                break;
-            }
-        }
-    } else {
-        while let Some(seg) = stack.pop() {
-            walk_segment::<P, N, false>(world, nodes, lists, w, scratch, seg, &mut stack, probe);
-            if w.stop_at_any_hit && w.result.fraction < 1.0 {
+    // Rays and boxes get their own copy of the descent: a ray's plane
+    // reach is a constant.
+    while let Some(seg) = stack.pop() {
+        let reached = if w.is_point {
+            descend::<P, N, true>(nodes, w, seg, &mut stack, probe)
+        } else {
+            descend::<P, N, false>(nodes, w, seg, &mut stack, probe)
+        };
+        if let Some((leaf, p1f)) = reached {
+            if visit(lists, w, scratch, lists.leaf(leaf), p1f, probe) {
                 break;
             }
         }
@@ -356,21 +459,19 @@ fn walk_from<P: Probe, N: Nodes>(
     scratch.segment_stack = stack;
 }
 
-/// Descends from `seg.child` along the near side, pushing far sides. Children
-/// with nothing in the mask below them are not entered: they hold nothing
-/// the trace could touch, so the answer is the same without them.
-#[allow(clippy::too_many_arguments)]
+/// Descends from `seg.child` along the near side, pushing far sides, to the
+/// leaf it reaches (and the fraction where the piece of the move in it
+/// starts), if any. Children with nothing in the mask below them are not
+/// entered: they hold nothing the trace could touch, so the answer is the
+/// same without them.
 #[inline]
-fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
-    world: &World,
+fn descend<P: Probe, N: Nodes, const RAY: bool>(
     nodes: &N,
-    lists: Lists,
-    w: &mut TraceWork,
-    scratch: &mut Scratch,
+    w: &TraceWork,
     seg: Segment,
     stack: &mut Vec<Segment>,
     probe: &mut P,
-) {
+) -> Option<(i32, f32)> {
     let Segment {
         mut child,
         f1: p1f,
@@ -380,7 +481,7 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
     } = seg;
     // Something nearer than this whole segment was already hit.
     if w.result.fraction <= p1f {
-        return;
+        return None;
     }
     let extents = w.extents;
     let bounds = w.bounds;
@@ -391,7 +492,7 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
         // Nothing below lies near enough to the swept box to be touched.
         if N::BOUNDED && !overlaps(&bounds, node.mins, node.maxs) {
             probe.culled();
-            return;
+            return None;
         }
         let normal = node.normal;
         // A full dot product gives the same bits as reading one component
@@ -402,14 +503,14 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
         let reach = N::offset::<RAY>(&node, extents, normal) + TREE_WALK_SLACK;
         if t1 >= reach && t2 >= reach {
             if node.below[0] & mask == 0 {
-                return;
+                return None;
             }
             child = node.children[0];
             continue;
         }
         if t1 < -reach && t2 < -reach {
             if node.below[1] & mask == 0 {
-                return;
+                return None;
             }
             child = node.children[1];
             continue;
@@ -435,14 +536,14 @@ fn walk_segment<P: Probe, N: Nodes, const RAY: bool>(
             });
         }
         if node.below[near] & mask == 0 {
-            return;
+            return None;
         }
         let frac = frac_near_end.clamp(0.0, 1.0);
         f2 = p1f + (f2 - p1f) * frac;
         p2 = p1 + (p2 - p1) * frac;
         child = node.children[near];
     }
-    trace_leaf(world, nodes, lists, w, scratch, lists.leaf(child), probe);
+    Some((child, p1f))
 }
 
 /// Whether the box `b` overlaps `lo..=hi`.
@@ -451,9 +552,9 @@ fn overlaps(b: &[Vec3A; 2], lo: Vec3A, hi: Vec3A) -> bool {
     (b[0].cmple(hi) & b[1].cmpge(lo)).all()
 }
 
-fn trace_leaf<P: Probe, N: Nodes>(
+fn trace_leaf<P: Probe>(
     world: &World,
-    nodes: &N,
+    cull: &[[[f32; 3]; 2]],
     lists: Lists,
     w: &mut TraceWork,
     scratch: &mut Scratch,
@@ -463,7 +564,7 @@ fn trace_leaf<P: Probe, N: Nodes>(
     probe.leaf(leaf);
     let bounds = w.bounds;
     for (index, _) in new_brushes(world, lists, scratch, leaf, w.mask) {
-        if !nodes.may_touch_brush(index, &bounds) {
+        if !may_touch_brush(cull, index, &bounds) {
             continue;
         }
         probe.brush();

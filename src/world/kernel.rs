@@ -176,7 +176,26 @@ pub struct KernelTree {
     /// kernel answers the moves that reach none without a search
     /// ([`super::occupancy`]).
     pub occupancy: Occupancy,
+    /// Per node of the source's tree (empty when the world has none): what
+    /// lies below it, so that the walk that decides the visit order skips
+    /// the subtrees nothing near the move lies in, as the packed walk does.
+    pub source_below: Vec<Below>,
 }
+
+/// What lies below a node: the bounds of the cull boxes of everything
+/// listed in the leaves under it (grown by [`CULL_MARGIN`]; a patch's
+/// bounds by [`PATCH_CULL_MARGIN`]; infinite when anything is unbounded),
+/// and per child the OR of their contents.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Below {
+    pub mins: Vec3A,
+    pub maxs: Vec3A,
+    pub contents: [u32; 2],
+}
+
+/// How far a patch's bounds are grown for the source walk's culling: more
+/// than the clip epsilon by which a patch is in reach (`trace::patch`).
+pub const PATCH_CULL_MARGIN: f32 = 1.0;
 
 /// Where a facet's planes start in [`KernelTree::facet_lanes`], and which of
 /// them are inward borders (bit `k`: plane `k`, the surface plane being
@@ -213,6 +232,7 @@ pub static EMPTY: KernelTree = KernelTree {
     unlisted: Unlisted::EMPTY,
     border_starts: BorderStarts::NONE,
     occupancy: Occupancy::EMPTY,
+    source_below: Vec::new(),
 };
 
 impl KernelTree {
@@ -364,6 +384,7 @@ pub fn build(world: &World) -> KernelTree {
     let unlisted = super::listing::find(world);
     let bvh = super::bvh::build(world, &brush_bounds, &unlisted);
     let occupancy = Occupancy::build(&bvh);
+    let source_below = source_below(world, &brush_bounds);
     KernelTree {
         nodes,
         brush_bounds,
@@ -377,7 +398,86 @@ pub fn build(world: &World) -> KernelTree {
         unlisted,
         border_starts: BorderStarts::build(world),
         occupancy,
+        source_below,
     }
+}
+
+/// [`KernelTree::source_below`]: one backward pass over the source's nodes
+/// (validation puts every child after its parent).
+fn source_below(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Vec<Below> {
+    let tree = &world.source;
+    if !tree.is_present() {
+        return Vec::new();
+    }
+    let leaf_summary = |leaf: usize| -> (u32, [[f32; 3]; 2]) {
+        let Some(l) = tree.leaves.get(leaf) else {
+            return (u32::MAX, UNBOUNDED);
+        };
+        let brushes = tree
+            .leaf_brushes
+            .get(l.first_brush as usize..)
+            .and_then(|b| b.get(..l.num_brushes as usize))
+            .unwrap_or_default();
+        let patches = tree
+            .leaf_patches
+            .get(l.first_patch as usize..)
+            .and_then(|p| p.get(..l.num_patches as usize))
+            .unwrap_or_default();
+        let mut contents = 0;
+        let mut bounds = [[f32::INFINITY; 3], [f32::NEG_INFINITY; 3]];
+        for &b in brushes {
+            let (Some(brush), Some(&cull)) =
+                (world.brushes.get(b as usize), brush_bounds.get(b as usize))
+            else {
+                return (u32::MAX, UNBOUNDED);
+            };
+            contents |= brush.contents;
+            bounds = union(bounds, cull);
+        }
+        for &p in patches {
+            let Some(patch) = world.patches.get(p as usize) else {
+                return (u32::MAX, UNBOUNDED);
+            };
+            contents |= patch.contents;
+            let grow = |v: [f32; 3], by: f32| v.map(|x| x + by);
+            bounds = union(
+                bounds,
+                [
+                    grow(patch.mins, -PATCH_CULL_MARGIN),
+                    grow(patch.maxs, PATCH_CULL_MARGIN),
+                ],
+            );
+        }
+        (contents, bounds)
+    };
+    let mut below = vec![
+        Below {
+            mins: Vec3A::INFINITY,
+            maxs: Vec3A::NEG_INFINITY,
+            contents: [0; 2],
+        };
+        tree.nodes.len()
+    ];
+    for i in (0..tree.nodes.len()).rev() {
+        let mut bounds = [[f32::INFINITY; 3], [f32::NEG_INFINITY; 3]];
+        for side in 0..2 {
+            let child = tree.nodes[i].children[side];
+            let (contents, child_bounds) = match usize::try_from(child) {
+                Ok(c) => below.get(c).map_or((u32::MAX, UNBOUNDED), |b| {
+                    (
+                        b.contents[0] | b.contents[1],
+                        [b.mins.to_array(), b.maxs.to_array()],
+                    )
+                }),
+                Err(_) => leaf_summary((-1 - i64::from(child)) as usize),
+            };
+            below[i].contents[side] = contents;
+            bounds = union(bounds, child_bounds);
+        }
+        below[i].mins = Vec3A::from_array(bounds[0]);
+        below[i].maxs = Vec3A::from_array(bounds[1]);
+    }
+    below
 }
 
 /// Every facet's planes in lanes (surface, then borders, inward ones
