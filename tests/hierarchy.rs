@@ -6,7 +6,7 @@
 
 mod common;
 
-use bspq::world::bvh::{BvhNode, EMPTY_SLOT, PRIMITIVE};
+use bspq::world::bvh::{BvhNode, EMPTY_SLOT, INDEX, PATCH, PRIMITIVE, RAY_FACET};
 use common::{load_world, MAPS};
 use std::collections::BTreeSet;
 
@@ -60,6 +60,15 @@ fn the_tree_over_both_holds_what_the_two_trees_hold() {
             let combined = primitives(map, &bvh.combined);
             assert!(!brushes.is_empty(), "{map}");
             assert!(brushes.is_disjoint(&patches), "{map}");
+            // (A facet the rays' tree bounds by its polygon is in the
+            // boxes' tree as its whole patch.)
+            let patches: BTreeSet<u32> = patches
+                .iter()
+                .map(|&c| match c & RAY_FACET {
+                    RAY_FACET => PRIMITIVE | PATCH | bvh.facet_patch[(c & INDEX) as usize],
+                    _ => c,
+                })
+                .collect();
             let both: BTreeSet<u32> = brushes.union(&patches).copied().collect();
             assert_eq!(combined, both, "{map} (curves {curves})");
             assert_eq!(bvh.combined_cores.len(), bvh.combined.len(), "{map}");

@@ -1,7 +1,7 @@
 //! `bspq inspect`: what a world holds, and for compiled files how they are laid out.
 
 use super::WorldArgs;
-use bspq::world::bvh::{EMPTY_SLOT, PATCH, PRIMITIVE};
+use bspq::world::bvh::{EMPTY_SLOT, PATCH, PRIMITIVE, RAY_FACET};
 use bspq::world::format;
 use clap::Args;
 use std::process::ExitCode;
@@ -110,18 +110,29 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         world.patch_planes.len()
     );
     let bvh = &world.kernel.bvh;
-    let whole = bvh
-        .unbounded
-        .iter()
-        .chain(bvh.patches.iter().flat_map(|n| n.children.iter()))
-        .filter(|&&c| c != EMPTY_SLOT && c & PRIMITIVE != 0 && c & PATCH != 0)
-        .count();
+    // Primitives of kind `kind` (bits `PATCH | FACET`) in `nodes`.
+    let count = |nodes: &[bspq::world::bvh::BvhNode], kind: u32| {
+        // (A set: a spatial split may hold a primitive twice.)
+        nodes
+            .iter()
+            .flat_map(|n| n.children.iter())
+            .filter(|&&c| c != EMPTY_SLOT && c & PRIMITIVE != 0 && c & RAY_FACET == kind)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    // (Without patches the tree over both is the brushes' tree.)
+    let whole = if bvh.patches.is_empty() {
+        0
+    } else {
+        count(&bvh.combined, PATCH)
+    };
     println!(
-        "fast trace BVH   {} brush nodes, {} patch nodes, {} nodes over both, {} patches kept whole, {} unbounded",
+        "fast trace BVH   {} brush nodes, {} patch nodes, {} nodes over both, {} patches kept whole (boxes; rays: {} facets bounded by their polygon), {} unbounded",
         bvh.brushes.len(),
         bvh.patches.len(),
         bvh.combined.len(),
         whole,
+        count(&bvh.patches, RAY_FACET),
         bvh.unbounded.len()
     );
     println!(

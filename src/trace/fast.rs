@@ -926,7 +926,14 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
         let Some(hit) = clipper.facet(world, patch, index, search.window) else {
             return Ok(());
         };
-        if unlisted.facet_near(index, || box_at(hit.frac)) {
+        // A ray's facet bounded by its polygon: near the unlisted pieces of
+        // any facet of its patch the walk decides, as for the whole patch.
+        let near = if reference & PATCH != 0 {
+            unlisted.patch_near(patch, || box_at(hit.frac))
+        } else {
+            unlisted.facet_near(index, || box_at(hit.frac))
+        };
+        if near {
             Err(Stop::Undecided)
         } else if any_hit {
             Err(Stop::Hit)

@@ -51,6 +51,13 @@ pub const PRIMITIVE: u32 = 1 << 31;
 pub const PATCH: u32 = 1 << 30;
 /// Set with [`PRIMITIVE`]: the primitive is one patch facet.
 pub const FACET: u32 = 1 << 29;
+/// In the rays' patch tree, a facet lacking one of the six axial planes
+/// (real maps' facets often have a nearly axial border in its place),
+/// bounded by its polygon: [`FACET`] and [`PATCH`] set. A ray's facet hit
+/// lies on the polygon (a ray starting on a border plane aside, which the
+/// walk takes), so the polygon bounds it; a box's shifted planes may reach
+/// past it, so the boxes' tree keeps such a facet's patch whole.
+pub const RAY_FACET: u32 = FACET | PATCH;
 /// The index bits of a primitive reference.
 pub const INDEX: u32 = FACET - 1;
 /// An unused child slot (its contents are 0, so no mask selects it).
@@ -144,6 +151,7 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
         }
     }
     let mut patch_items = Vec::new();
+    let mut ray_patch_items = Vec::new();
     let mut facet_patch = vec![0u32; world.facets.len()];
     for (i, patch) in world.patches.iter().enumerate() {
         let first = patch.first_facet as usize;
@@ -161,27 +169,47 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
         match boxes {
             Some(boxes) => {
                 for (f, [lo, hi]) in facets.zip(boxes) {
-                    patch_items.push(Item {
+                    let item = Item {
                         reference: PRIMITIVE | FACET | f as u32,
                         contents: patch.contents,
                         lo,
                         hi,
-                    });
+                    };
+                    patch_items.push(item);
+                    ray_patch_items.push(item);
                 }
             }
             None => {
                 let reference = PRIMITIVE | PATCH | i as u32;
                 let lo = patch.mins.map(|v| grow_down(v - CULL_MARGIN));
                 let hi = patch.maxs.map(|v| grow_up(v + CULL_MARGIN));
-                if lo.iter().chain(&hi).all(|v| v.is_finite()) {
-                    patch_items.push(Item {
+                if !lo.iter().chain(&hi).all(|v| v.is_finite()) {
+                    unbounded.push(reference);
+                    continue;
+                }
+                patch_items.push(Item {
+                    reference,
+                    contents: patch.contents,
+                    lo,
+                    hi,
+                });
+                // Rays: each facet on its own, by its axial planes or its
+                // polygon (within the patch's bounds, which the facet clip
+                // checks first).
+                for f in facets {
+                    let (reference, [flo, fhi]) = match facet_cull_bounds(world, f) {
+                        Some(bounds) => (PRIMITIVE | FACET | f as u32, bounds),
+                        None => (
+                            PRIMITIVE | RAY_FACET | f as u32,
+                            facet_polygon_bounds(world, f),
+                        ),
+                    };
+                    ray_patch_items.push(Item {
                         reference,
                         contents: patch.contents,
-                        lo,
-                        hi,
+                        lo: std::array::from_fn(|k| flo[k].max(lo[k])),
+                        hi: std::array::from_fn(|k| fhi[k].min(hi[k])),
                     });
-                } else {
-                    unbounded.push(reference);
                 }
             }
         }
@@ -214,7 +242,7 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
         .then(|| brush_items.iter().chain(&patch_items).copied().collect());
     let brushes = best_tree(brush_items);
     // (Spatial splits did not change the patch trees' searches.)
-    let patches = tree(patch_items, 0);
+    let patches = tree(ray_patch_items, 0);
     let brush_cores = super::cores::build(world, &brushes, brush_bounds, unlisted);
     let (combined, combined_cores) = match combined_items {
         Some(items) => {
@@ -351,6 +379,28 @@ fn stack_depth(nodes: &[BvhNode]) -> usize {
         need[i] = used.saturating_sub(1) + deepest.max(1);
     }
     need[0]
+}
+
+/// The bounds of facet `f`'s polygon (its surface plane cut by its
+/// borders), grown by the margin; infinite where the borders leave it open.
+fn facet_polygon_bounds(world: &World, f: usize) -> [[f32; 3]; 2] {
+    let polygon = super::listing::facet_polygon_without(world, f, None);
+    let mut lo = [f32::INFINITY; 3];
+    let mut hi = [f32::NEG_INFINITY; 3];
+    for p in &polygon.points {
+        for k in 0..3 {
+            // (Rounded outward to f32.)
+            lo[k] = lo[k].min(grow_down(p[k] as f32));
+            hi[k] = hi[k].max(grow_up(p[k] as f32));
+        }
+    }
+    if polygon.points.is_empty() {
+        return [[f32::NEG_INFINITY; 3], [f32::INFINITY; 3]];
+    }
+    [
+        lo.map(|v| grow_down(v - CULL_MARGIN)),
+        hi.map(|v| grow_up(v + CULL_MARGIN)),
+    ]
 }
 
 /// The box facet `f`'s axial planes (surface and borders, each facing away
