@@ -248,21 +248,20 @@ fn a_closed_stdout_ends_trace_answers_quietly() {
 #[test]
 fn bench_reports_every_engine_side_by_side() {
     let queries = common::oracle_dir("q3dm6ish").join("rays.jsonl.gz");
-    let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .args(["bench", "--json", "--no-shapes", "--runs", "1"])
-        .args(["--min-run-ms", "1", "--batch", "64", "--threads", "2"])
-        .arg("--world")
-        .arg(common::map_path("q3dm6ish"))
-        .arg("--queries")
-        .arg(&queries)
-        .output()
-        .expect("bspq runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("utf-8 output");
+    let map = common::map_path("q3dm6ish");
+    let text = common::bspq_stdout([
+        "bench".as_ref(),
+        "--json".as_ref(),
+        "--no-shapes".as_ref(),
+        "--runs=1".as_ref(),
+        "--min-run-ms=1".as_ref(),
+        "--batch=64".as_ref(),
+        "--threads=2".as_ref(),
+        "--world".as_ref(),
+        map.as_os_str(),
+        "--queries".as_ref(),
+        queries.as_os_str(),
+    ]);
     let last = text.lines().last().expect("a JSON line");
     let report: serde_json::Value = serde_json::from_str(last).expect("JSON");
     let lines = common::load_set("q3dm6ish", "rays", true).queries.len();

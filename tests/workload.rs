@@ -13,18 +13,13 @@ use glam::Vec3;
 use std::process::Command;
 
 fn workload(map: &str, kind: &str, count: usize, seed: u64) -> Vec<TraceQuery> {
-    let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .args(["workload", "--kind", kind, "--count", &count.to_string()])
-        .args(["--seed", &seed.to_string(), "--world"])
-        .arg(common::map_path(map))
-        .output()
-        .expect("bspq runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).expect("utf-8 output");
+    let text = common::bspq_stdout([
+        "workload".into(),
+        format!("--kind={kind}"),
+        format!("--count={count}"),
+        format!("--seed={seed}"),
+        format!("--world={}", common::map_path(map).display()),
+    ]);
     text.lines()
         .map(|line| match common::parse_query(line) {
             Query::Trace(q) => q,

@@ -40,6 +40,25 @@ pub fn load_world(map: &str, curves: bool) -> LoadedWorld {
     .unwrap_or_else(|e| panic!("cannot open {map} (curves {curves}): {e}"))
 }
 
+/// Runs the `bspq` binary with `args`, which must succeed, and returns
+/// its standard output.
+pub fn bspq_stdout<I, S>(args: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(args)
+        .output()
+        .expect("bspq runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
 /// Parses and validates one query line (test data is trusted to be valid).
 pub fn parse_query(line: &str) -> Query {
     QueryLine::parse(line)
