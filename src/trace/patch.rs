@@ -54,6 +54,15 @@ pub(crate) fn trace_through_patch(world: &World, patch: &Patch, w: &mut TraceWor
     }
 }
 
+/// Whether a box's move (not a ray) hits a facet of `patch` at `frac` or
+/// nearer, as [`trace_through_patch`] clips it.
+pub(crate) fn box_hits_patch_by(world: &World, patch: &Patch, w: &TraceWork, frac: f32) -> bool {
+    let first = patch.first_facet as usize;
+    patch_in_reach(patch, &w.bounds)
+        && (first..first + patch.num_facets as usize)
+            .any(|facet| box_facet_hit(world, facet, w).is_some_and(|hit| hit.frac <= frac))
+}
+
 /// A facet the move hits, found on its own (nothing found before is read).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct FacetHit {

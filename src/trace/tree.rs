@@ -1,7 +1,7 @@
 //! Walking the tree: which leaves can the swept box touch, nearest first.
 
 use super::brush::{box_in_brush, clip_brush, trace_through_brush, BrushClip};
-use super::patch::{patch_in_reach, position_test_patch, trace_through_patch};
+use super::patch::{box_hits_patch_by, patch_in_reach, position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
 use crate::world::kernel::Below;
@@ -327,8 +327,8 @@ pub(crate) fn trace_tree<P: Probe>(
 /// that piece (nothing it met before is as near as `frac`), and meets no
 /// brush at `frac` before it (any such would have come first here too). A
 /// brush found at `frac` first in a piece starting at `frac` or later, or a
-/// patch within reach met first (whose hit might tie), leaves it to the
-/// walk.
+/// patch met first that a box hits no farther than `frac` (for a ray, any
+/// patch within reach), leaves it to the walk.
 pub(crate) fn first_tied_brush(
     world: &World,
     w: &mut TraceWork,
@@ -358,8 +358,17 @@ pub(crate) fn first_tied_brush(
                     BrushClip::Inside { .. } => return true,
                 }
             }
-            let bounds = w.bounds;
-            new_patches(world, lists, scratch, leaf, w.mask).any(|p| patch_in_reach(p, &bounds))
+            // A box's patch hit nearer than the tie, or at it, would come
+            // first; one farther only moves the walk's nearest contact,
+            // still past the tie. (A ray's patch hit may replace a nearer
+            // contact: any patch in reach leaves it to the walk.)
+            let mut patches = new_patches(world, lists, scratch, leaf, w.mask);
+            if w.is_point {
+                let bounds = w.bounds;
+                patches.any(|p| patch_in_reach(p, &bounds))
+            } else {
+                patches.any(|p| box_hits_patch_by(world, p, w, frac))
+            }
         },
     );
     first
