@@ -52,7 +52,7 @@ pub(crate) enum Outcome {
     /// As `Undecided`, for this one reason only: the nearest contacts, at
     /// this fraction (above 0), tie and report different planes, flags or
     /// contents, and the move starts inside nothing. The walk's answer is
-    /// then the first of them it meets ([`super::tree::first_tied_brush`]).
+    /// then the first of them it meets ([`super::tree::first_tied_contact`]).
     Tied(f32),
 }
 
@@ -167,11 +167,10 @@ pub(crate) struct Found {
 }
 
 impl Found {
-    /// A move's contact at `frac` with side `side` of brush `brush`, starting
-    /// inside nothing.
-    pub fn brush_contact(world: &World, brush: usize, side: usize, frac: f32) -> Self {
+    /// A move's `contact` at `frac`, starting inside nothing.
+    pub fn contact(frac: f32, contact: Contact) -> Self {
         Found {
-            contact: Some((frac, brush_contact(world, brush, side))),
+            contact: Some((frac, contact)),
             startsolid: false,
             allsolid: None,
         }
@@ -1003,7 +1002,7 @@ impl Clipper for TraceWork {
 
 /// What a contact with side `side` of brush `index` reports.
 #[inline(always)]
-fn brush_contact(world: &World, index: usize, side: usize) -> Contact {
+pub(super) fn brush_contact(world: &World, index: usize, side: usize) -> Contact {
     let brush = &world.brushes[index];
     let side = &world.brush_sides[brush.first_side as usize + side];
     let plane = &world.planes[side.plane as usize];

@@ -178,9 +178,9 @@ fn settle<P: tree::Probe>(
             // (A ray's patch hit met after the first tied brush could still
             // replace it: rays on maps with patches take the whole walk.)
             scratch.begin(world);
-            if let Some((brush, side)) = tree::first_tied_brush(world, work, scratch, frac) {
+            if let Some(contact) = tree::first_tied_contact(world, work, scratch, frac) {
                 probe.tie();
-                return Some(fast::Found::brush_contact(world, brush, side, frac));
+                return Some(fast::Found::contact(frac, contact));
             }
             probe.fallback();
             let any_hit = work.stop_at_any_hit;

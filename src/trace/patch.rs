@@ -54,13 +54,16 @@ pub(crate) fn trace_through_patch(world: &World, patch: &Patch, w: &mut TraceWor
     }
 }
 
-/// Whether a box's move (not a ray) hits a facet of `patch` at `frac` or
-/// nearer, as [`trace_through_patch`] clips it.
-pub(crate) fn box_hits_patch_by(world: &World, patch: &Patch, w: &TraceWork, frac: f32) -> bool {
+/// A box's (not a ray's) nearest hit on `patch`, the first facet of equal
+/// ones: the hit [`trace_through_patch`] keeps, nothing found before.
+pub(crate) fn box_patch_hit(world: &World, patch: &Patch, w: &TraceWork) -> Option<FacetHit> {
+    if !patch_in_reach(patch, &w.bounds) {
+        return None;
+    }
     let first = patch.first_facet as usize;
-    patch_in_reach(patch, &w.bounds)
-        && (first..first + patch.num_facets as usize)
-            .any(|facet| box_facet_hit(world, facet, w).is_some_and(|hit| hit.frac <= frac))
+    (first..first + patch.num_facets as usize)
+        .filter_map(|facet| box_facet_hit(world, facet, w))
+        .reduce(|best, hit| if hit.frac < best.frac { hit } else { best })
 }
 
 /// A facet the move hits, found on its own (nothing found before is read).

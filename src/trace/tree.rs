@@ -1,7 +1,8 @@
 //! Walking the tree: which leaves can the swept box touch, nearest first.
 
 use super::brush::{box_in_brush, clip_brush, trace_through_brush, BrushClip};
-use super::patch::{box_hits_patch_by, patch_in_reach, position_test_patch, trace_through_patch};
+use super::fast::{brush_contact, Contact};
+use super::patch::{box_patch_hit, patch_in_reach, position_test_patch, trace_through_patch};
 use super::work::{Scratch, TraceWork};
 use crate::math::{Vec3, TREE_WALK_SLACK};
 use crate::world::kernel::Below;
@@ -34,7 +35,7 @@ pub struct WalkStats {
     pub core_stops: u32,
     /// 1 when the nearest contacts tied and the first of them in the
     /// walk's order was found without the whole walk
-    /// ([`first_tied_brush`]), else 0.
+    /// ([`first_tied_contact`]), else 0.
     pub ties: u32,
 }
 
@@ -312,29 +313,30 @@ pub(crate) fn trace_tree<P: Probe>(
     );
 }
 
-/// The first brush the walk ([`trace_tree`]) meets among those the move
-/// touches first, at `frac` (above 0, starting inside nothing: see
-/// [`super::fast::Outcome::Tied`]), with the side it enters: the walk's
-/// answer, without the rest of the walk. `w` is the move, its result not
-/// yet written; `None` when this cannot tell, and the walk must decide.
+/// The first brush or patch the walk ([`trace_tree`]) meets among those
+/// the move touches first, at `frac` (above 0, starting inside nothing: see
+/// [`super::fast::Outcome::Tied`]), and what that contact reports: the
+/// walk's answer, without the rest of the walk. `w` is the move, its result
+/// not yet written; `None` when this cannot tell, and the walk must decide.
 ///
 /// The walk keeps the first of equal contacts (a later one must be strictly
 /// nearer), and it skips a piece of the move that starts at or past its
 /// nearest contact so far, which is never nearer than `frac`. Walked here
-/// without that skipping, and every new brush clipped on its own, the
-/// leaves come in the walk's order with more of them; the first brush found
-/// at `frac` in a piece starting before `frac` is the one: the walk reaches
-/// that piece (nothing it met before is as near as `frac`), and meets no
-/// brush at `frac` before it (any such would have come first here too). A
-/// brush found at `frac` first in a piece starting at `frac` or later, or a
-/// patch met first that a box hits no farther than `frac` (for a ray, any
-/// patch within reach), leaves it to the walk.
-pub(crate) fn first_tied_brush(
+/// without that skipping, and every new brush and patch clipped on its own
+/// (in the walk's order: a leaf's brushes, then its patches), the leaves
+/// come in the walk's order with more of them; the first primitive found at
+/// `frac` in a piece starting before `frac` is the one: the walk reaches
+/// that piece (nothing it met before is as near as `frac`), and meets
+/// nothing at `frac` before it (it would have come first here too). One
+/// found at `frac` first in a piece starting at `frac` or later leaves it
+/// to the walk, and so, for a ray, does any patch within reach (a ray's
+/// patch hit may replace a nearer contact).
+pub(crate) fn first_tied_contact(
     world: &World,
     w: &mut TraceWork,
     scratch: &mut Scratch,
     frac: f32,
-) -> Option<(usize, usize)> {
+) -> Option<Contact> {
     let cull = brush_cull(world);
     let mut first = None;
     walk_tree(
@@ -352,23 +354,35 @@ pub(crate) fn first_tied_brush(
                     BrushClip::Enter { frac: at, .. } if at > frac => {}
                     BrushClip::Enter { frac: at, side } => {
                         // (Nearer than the nearest, or inside: not a tie after all.)
-                        first = (at == frac && start < frac).then_some((index, side));
+                        first =
+                            (at == frac && start < frac).then(|| brush_contact(world, index, side));
                         return true;
                     }
                     BrushClip::Inside { .. } => return true,
                 }
             }
-            // A box's patch hit nearer than the tie, or at it, would come
-            // first; one farther only moves the walk's nearest contact,
-            // still past the tie. (A ray's patch hit may replace a nearer
-            // contact: any patch in reach leaves it to the walk.)
-            let mut patches = new_patches(world, lists, scratch, leaf, w.mask);
-            if w.is_point {
-                let bounds = w.bounds;
-                patches.any(|p| patch_in_reach(p, &bounds))
-            } else {
-                patches.any(|p| box_hits_patch_by(world, p, w, frac))
+            let bounds = w.bounds;
+            for patch in new_patches(world, lists, scratch, leaf, w.mask) {
+                if w.is_point {
+                    if patch_in_reach(patch, &bounds) {
+                        return true;
+                    }
+                    continue;
+                }
+                match box_patch_hit(world, patch, w) {
+                    Some(hit) if hit.frac <= frac => {
+                        first = (hit.frac == frac && start < frac).then_some(Contact {
+                            normal: hit.normal,
+                            dist: hit.dist,
+                            surface_flags: patch.surface_flags,
+                            contents: patch.contents,
+                        });
+                        return true;
+                    }
+                    _ => {}
+                }
             }
+            false
         },
     );
     first
