@@ -173,31 +173,27 @@ fn settle<P: tree::Probe>(
 ) -> Option<fast::Found> {
     match outcome {
         fast::Outcome::Answered(found) => return Some(found),
-        fast::Outcome::Hit => work.result.fraction = 0.0,
+        fast::Outcome::Hit => {
+            work.result.fraction = 0.0;
+            return None;
+        }
+        // (A ray's patch hit met after the first tied brush could still
+        // replace it: rays on maps with patches take the whole walk.)
         fast::Outcome::Tied(frac) if !work.is_point || world.patches.is_empty() => {
-            // (A ray's patch hit met after the first tied brush could still
-            // replace it: rays on maps with patches take the whole walk.)
             scratch.begin(world);
             if let Some(contact) = tree::first_tied_contact(world, work, scratch, frac) {
                 probe.tie();
                 return Some(fast::Found::contact(frac, contact));
             }
-            probe.fallback();
-            let any_hit = work.stop_at_any_hit;
-            *work = TraceWork::new(query);
-            work.stop_at_any_hit = any_hit;
-            scratch.begin(world);
-            tree::trace_tree(world, work, scratch, probe);
         }
-        fast::Outcome::Undecided | fast::Outcome::Tied(_) => {
-            probe.fallback();
-            let any_hit = work.stop_at_any_hit;
-            *work = TraceWork::new(query);
-            work.stop_at_any_hit = any_hit;
-            scratch.begin(world);
-            tree::trace_tree(world, work, scratch, probe);
-        }
+        fast::Outcome::Tied(_) | fast::Outcome::Undecided => {}
     }
+    probe.fallback();
+    let any_hit = work.stop_at_any_hit;
+    *work = TraceWork::new(query);
+    work.stop_at_any_hit = any_hit;
+    scratch.begin(world);
+    tree::trace_tree(world, work, scratch, probe);
     None
 }
 
