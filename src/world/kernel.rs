@@ -22,7 +22,7 @@ use super::border_starts::BorderStarts;
 use super::bvh::Bvh;
 use super::listing::Unlisted;
 use super::occupancy::Occupancy;
-use super::World;
+use super::{Leaf, World};
 use glam::{Vec3A, Vec4};
 
 /// How far outside a brush's axial box a swept box must stay to be skipped
@@ -298,21 +298,9 @@ pub fn build(world: &World) -> KernelTree {
         .map(|b| brush_cull_bounds(world, b))
         .collect();
     // Contents and bounds of a leaf's brushes and patches.
-    let leaf_summary = |leaf: usize| -> (u32, [[f32; 3]; 2]) {
-        let l = &world.leaves[leaf];
-        let brushes = &world.leaf_brushes[l.first_brush as usize..][..l.num_brushes as usize];
-        let patches = &world.leaf_patches[l.first_patch as usize..][..l.num_patches as usize];
-        let mut contents = 0;
-        let mut bounds = [[f32::INFINITY; 3], [f32::NEG_INFINITY; 3]];
-        for &b in brushes {
-            contents |= world.brushes[b as usize].contents;
-            bounds = union(bounds, brush_bounds[b as usize]);
-        }
-        for &p in patches {
-            contents |= world.patches[p as usize].contents;
-            bounds = UNBOUNDED;
-        }
-        (contents, bounds)
+    let leaf_summary = |leaf: usize| {
+        let listed = (world.leaf_brushes, world.leaf_patches);
+        leaf_summary(world, &brush_bounds, &world.leaves[leaf], listed, None)
     };
     let mut nodes: Vec<KernelNode> = world
         .nodes
@@ -402,6 +390,39 @@ pub fn build(world: &World) -> KernelTree {
     }
 }
 
+/// The OR of the contents of what `leaf` lists (in `listed`: the tree's
+/// leaf brush and leaf patch lists) and the union of their cull boxes: a
+/// patch unbounded, or, with `patch_margin`, its bounds grown by that.
+/// The lists were validated with the tree.
+fn leaf_summary(
+    world: &World,
+    brush_bounds: &[[[f32; 3]; 2]],
+    leaf: &Leaf,
+    (leaf_brushes, leaf_patches): (&[u32], &[u32]),
+    patch_margin: Option<f32>,
+) -> (u32, [[f32; 3]; 2]) {
+    let brushes = &leaf_brushes[leaf.first_brush as usize..][..leaf.num_brushes as usize];
+    let patches = &leaf_patches[leaf.first_patch as usize..][..leaf.num_patches as usize];
+    let mut contents = 0;
+    let mut bounds = [[f32::INFINITY; 3], [f32::NEG_INFINITY; 3]];
+    for &b in brushes {
+        contents |= world.brushes[b as usize].contents;
+        bounds = union(bounds, brush_bounds[b as usize]);
+    }
+    for &p in patches {
+        let patch = &world.patches[p as usize];
+        contents |= patch.contents;
+        bounds = match patch_margin {
+            Some(by) => union(
+                bounds,
+                [patch.mins.map(|v| v - by), patch.maxs.map(|v| v + by)],
+            ),
+            None => UNBOUNDED,
+        };
+    }
+    (contents, bounds)
+}
+
 /// [`KernelTree::source_below`]: one backward pass over the source's nodes
 /// (validation puts every child after its parent).
 fn source_below(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Vec<Below> {
@@ -409,46 +430,10 @@ fn source_below(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Vec<Below> {
     if !tree.is_present() {
         return Vec::new();
     }
-    let leaf_summary = |leaf: usize| -> (u32, [[f32; 3]; 2]) {
-        let Some(l) = tree.leaves.get(leaf) else {
-            return (u32::MAX, UNBOUNDED);
-        };
-        let brushes = tree
-            .leaf_brushes
-            .get(l.first_brush as usize..)
-            .and_then(|b| b.get(..l.num_brushes as usize))
-            .unwrap_or_default();
-        let patches = tree
-            .leaf_patches
-            .get(l.first_patch as usize..)
-            .and_then(|p| p.get(..l.num_patches as usize))
-            .unwrap_or_default();
-        let mut contents = 0;
-        let mut bounds = [[f32::INFINITY; 3], [f32::NEG_INFINITY; 3]];
-        for &b in brushes {
-            let (Some(brush), Some(&cull)) =
-                (world.brushes.get(b as usize), brush_bounds.get(b as usize))
-            else {
-                return (u32::MAX, UNBOUNDED);
-            };
-            contents |= brush.contents;
-            bounds = union(bounds, cull);
-        }
-        for &p in patches {
-            let Some(patch) = world.patches.get(p as usize) else {
-                return (u32::MAX, UNBOUNDED);
-            };
-            contents |= patch.contents;
-            let grow = |v: [f32; 3], by: f32| v.map(|x| x + by);
-            bounds = union(
-                bounds,
-                [
-                    grow(patch.mins, -PATCH_CULL_MARGIN),
-                    grow(patch.maxs, PATCH_CULL_MARGIN),
-                ],
-            );
-        }
-        (contents, bounds)
+    let leaf_summary = |leaf: usize| {
+        let listed = (tree.leaf_brushes, tree.leaf_patches);
+        let margin = Some(PATCH_CULL_MARGIN);
+        leaf_summary(world, brush_bounds, &tree.leaves[leaf], listed, margin)
     };
     let mut below = vec![
         Below {
