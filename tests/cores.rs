@@ -77,11 +77,13 @@ fn node_cores_lie_inside_their_children() {
         assert_eq!(bvh.brush_cores.len(), bvh.brushes.len(), "{map}");
         assert_eq!(bvh.combined_cores.len(), bvh.combined.len(), "{map}");
         let mut lanes = 0;
-        // The brushes' tree (any-hit rays) and the one over brushes and
+        assert_eq!(bvh.combined_whole_cores.len(), bvh.combined_whole.len());
+        // The brushes' tree (any-hit rays) and the ones over brushes and
         // patches (any-hit boxes).
         let brushes = bvh.brushes.iter().zip(&bvh.brush_cores);
         let combined = bvh.combined.iter().zip(&bvh.combined_cores);
-        for (node, cores) in brushes.chain(combined) {
+        let whole = bvh.combined_whole.iter().zip(&bvh.combined_whole_cores);
+        for (node, cores) in brushes.chain(combined).chain(whole) {
             for slot in 0..4 {
                 if cores.contents[slot] == 0 {
                     continue;

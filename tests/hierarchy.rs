@@ -1,7 +1,7 @@
 //! The fast trace's hierarchies (`bspq::world::bvh`) on the committed maps:
 //! the tree over brushes and patches that boxes and shapes search holds
 //! exactly what the brushes' and the patches' trees hold (rays search
-//! those two), and in every tree each child lies inside its parent's lane
+//! those two; larger boxes a tree with some patches whole), and in every tree each child lies inside its parent's lane
 //! and carries only contents its parent's lane has.
 
 mod common;
@@ -60,18 +60,28 @@ fn the_tree_over_both_holds_what_the_two_trees_hold() {
             let combined = primitives(map, &bvh.combined);
             assert!(!brushes.is_empty(), "{map}");
             assert!(brushes.is_disjoint(&patches), "{map}");
-            // (A facet the rays' tree bounds by its polygon is in the
-            // boxes' tree as its whole patch.)
-            let patches: BTreeSet<u32> = patches
-                .iter()
-                .map(|&c| match c & RAY_FACET {
-                    RAY_FACET => PRIMITIVE | PATCH | bvh.facet_patch[(c & INDEX) as usize],
-                    _ => c,
-                })
-                .collect();
+            // Boxes up to `SMALL_BOX_HALF` meet each facet on its own (a
+            // facet the rays' tree bounds by its polygon, the boxes' tree
+            // bounds by a box's reach: the same reference)...
             let both: BTreeSet<u32> = brushes.union(&patches).copied().collect();
             assert_eq!(combined, both, "{map} (curves {curves})");
             assert_eq!(bvh.combined_cores.len(), bvh.combined.len(), "{map}");
+            // ... larger boxes such a facet's whole patch.
+            let loose = |&c: &u32| c & RAY_FACET == RAY_FACET;
+            if patches.iter().any(loose) {
+                let whole: BTreeSet<u32> = both
+                    .iter()
+                    .map(|&c| match loose(&c) {
+                        true => PRIMITIVE | PATCH | bvh.facet_patch[(c & INDEX) as usize],
+                        false => c,
+                    })
+                    .collect();
+                assert_eq!(primitives(map, &bvh.combined_whole), whole, "{map}");
+                let cores = bvh.combined_whole_cores.len();
+                assert_eq!(cores, bvh.combined_whole.len(), "{map}");
+            } else {
+                assert!(bvh.combined_whole.is_empty(), "{map}");
+            }
             with_patches += usize::from(!patches.is_empty());
             if patches.is_empty() {
                 // Without patches the brushes' tree serves both.

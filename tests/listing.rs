@@ -13,7 +13,9 @@ mod common;
 
 use bspq::compile::CompileOptions;
 use bspq::trace::{any_hit, trace, trace_queries, BatchOptions, Scratch, TraceQuery};
-use bspq::world::bvh::{EMPTY_SLOT, PRIMITIVE, RAY_FACET};
+use bspq::world::bvh::{
+    BvhNode, EMPTY_SLOT, INDEX, LOOSE_FACET, PATCH, PRIMITIVE, RAY_FACET, SMALL_BOX_HALF,
+};
 use bspq::world::load::{compile_source, LoadedWorld};
 use bspq::world::{World, WorldData};
 use common::{map_path, result_bits, Rng, MAPS};
@@ -74,6 +76,10 @@ fn moves_at(rng: &mut Rng, lo: [f32; 3], hi: [f32; 3], count: usize) -> Vec<Trac
         (Vec3::ZERO, Vec3::ZERO),
         (Vec3::new(-15.0, -15.0, -24.0), Vec3::new(15.0, 15.0, 32.0)),
         (Vec3::splat(-4.0), Vec3::splat(4.0)),
+        // The largest the boxes' tree over single facets serves, and one
+        // past it (see `SMALL_BOX_HALF`).
+        (Vec3::splat(-SMALL_BOX_HALF), Vec3::splat(SMALL_BOX_HALF)),
+        (Vec3::new(-20.0, -20.0, -90.0), Vec3::new(20.0, 20.0, 40.0)),
     ];
     let snap = |v: Vec3| (v * 8.0).round() / 8.0;
     (0..count)
@@ -92,7 +98,7 @@ fn moves_at(rng: &mut Rng, lo: [f32; 3], hi: [f32; 3], count: usize) -> Vec<Trac
                 end,
                 mins,
                 maxs,
-                if i % 5 == 0 { u32::MAX } else { 1 },
+                if i % 7 == 0 { u32::MAX } else { 1 },
             )
         })
         .collect()
@@ -104,6 +110,11 @@ fn assert_as_walk(world: &World, queries: &[TraceQuery], what: &str) {
     let walk = world.reference();
     let mut scratch = Scratch::new();
     let batch = trace_queries(world, queries, &BatchOptions::single_thread());
+    let packets = BatchOptions {
+        packets: true,
+        ..BatchOptions::single_thread()
+    };
+    let in_packets = trace_queries(world, queries, &packets);
     for (i, q) in queries.iter().enumerate() {
         let expected = trace(&walk, q, &mut scratch);
         let got = trace(world, q, &mut scratch);
@@ -116,6 +127,11 @@ fn assert_as_walk(world: &World, queries: &[TraceQuery], what: &str) {
             result_bits(&batch[i]),
             result_bits(&expected),
             "{what}: batch on {q:?}"
+        );
+        assert_eq!(
+            result_bits(&in_packets[i]),
+            result_bits(&expected),
+            "{what}: batch in packets on {q:?}"
         );
         assert_eq!(
             any_hit(world, q, &mut scratch),
@@ -171,9 +187,37 @@ fn patches_taken_out_of_a_leaf_are_traced_as_the_walk_does() {
     let world = loaded.view();
     for &p in &picked {
         let patch = &world.patches[p as usize];
-        let queries = moves_at(&mut rng, patch.mins, patch.maxs, 300);
+        let mut queries = moves_at(&mut rng, patch.mins, patch.maxs, 300);
+        queries.extend(grazing_rays(&world, p as usize, &mut rng, 300));
         assert_as_walk(&world, &queries, &format!("oa_ctf2 patch {p}"));
     }
+}
+
+/// Rays skimming the facets of patch `p`: each crosses a facet's surface
+/// plane at a point inside the patch's bounds, at a slope of 1/4 to 1/128.
+/// A ray stops 1/8 unit short of the plane, which along such a ray lies up
+/// to 16 units back from where it meets the facet.
+fn grazing_rays(world: &World, p: usize, rng: &mut Rng, count: usize) -> Vec<TraceQuery> {
+    let patch = &world.patches[p];
+    let (lo, hi) = (Vec3::from(patch.mins), Vec3::from(patch.maxs));
+    let facets = patch.first_facet as usize..(patch.first_facet + patch.num_facets) as usize;
+    let snap = |v: Vec3| (v * 8.0).round() / 8.0;
+    (0..count)
+        .map(|_| {
+            let facet = &world.facets[facets.start + rng.below(facets.len())];
+            let [x, y, z, dist] = world.patch_planes[facet.surface_plane as usize].plane;
+            let n = Vec3::new(x, y, z);
+            let point = lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
+            let on_plane = point - n * (n.dot(point) - dist);
+            let across = Vec3::new(rng.unit() - 0.5, rng.unit() - 0.5, rng.unit() - 0.5);
+            let along = (across - n * n.dot(across)).normalize_or(n.any_orthonormal_vector());
+            let length = 16.0 + 240.0 * rng.unit();
+            let slope = 1.0 / (4.0 + 124.0 * rng.unit());
+            let start = on_plane - along * length + n * (length * slope);
+            let end = on_plane + along * length * rng.unit() - n * (length * slope);
+            TraceQuery::ray(snap(start), snap(end), 1)
+        })
+        .collect()
 }
 
 /// The committed maps as compiled: the unlisted pieces found are few, and
@@ -249,14 +293,61 @@ fn rays_starting_on_a_facet_border_plane_are_traced_as_the_walk_does() {
 
 /// Facets whose axial bevels are only nearly axial, as many real maps'
 /// are: the rays' tree holds each such facet bounded by its polygon, the
-/// boxes' tree its whole patch, and both answer as the walk does. (The
-/// committed maps' facets all have exact axial planes, so this tilts
-/// them: each exactly axial patch plane turns by 0.002 radians about the
-/// point on it nearest its patch's centre.)
+/// boxes' tree bounded by how far a box can meet it (up to
+/// `SMALL_BOX_HALF`; larger boxes search its whole patch), and all answer
+/// as the walk does. (The committed maps' facets all have exact axial
+/// planes, so this tilts them: each exactly axial patch plane turns about
+/// the point on it nearest its patch's centre, by 0.002 radians as real
+/// maps' are, and by 0.05, where a large box's reach past the polygon
+/// exceeds the cull margin.)
 #[test]
 fn facets_with_nearly_axial_planes_are_traced_as_the_walk_does() {
-    let mut rng = Rng(0x0a11_7117);
-    let mut data = compile("oa_ctf2");
+    for (tilt, seed) in [(0.002, 0x0a11_7117), (0.05, 0x0a11_7118)] {
+        let mut rng = Rng(seed);
+        let loaded = LoadedWorld::from_data(tilted_patch_planes("oa_ctf2", tilt, &mut rng))
+            .expect("still a valid world");
+        let world = loaded.view();
+        let bvh = &world.kernel.bvh;
+        let count = |nodes: &[BvhNode], kind: u32| {
+            nodes
+                .iter()
+                .flat_map(|n| n.children)
+                .filter(|&c| c != EMPTY_SLOT && c & PRIMITIVE != 0 && c & RAY_FACET == kind)
+                .count()
+        };
+        let ray_facets = count(&bvh.patches, RAY_FACET);
+        assert!(
+            ray_facets > 100,
+            "tilt {tilt}: only {ray_facets} facets bounded by their polygon"
+        );
+        let box_facets = count(&bvh.combined, LOOSE_FACET);
+        assert!(
+            box_facets >= ray_facets,
+            "tilt {tilt}: {box_facets} facets bounded by a box's reach"
+        );
+        assert!(count(&bvh.combined_whole, PATCH) > 10, "tilt {tilt}");
+        for (p, patch) in world.patches.iter().enumerate().step_by(3) {
+            let mut queries = moves_at(&mut rng, patch.mins, patch.maxs, 200);
+            if tilt > 0.01 {
+                // A whole patch is met where the move's swept box reaches
+                // its bounds; past them, a box can meet a facet tilted this
+                // far by more than the cull margin (see the README).
+                queries.retain(|q| (q.maxs - q.mins).max_element() <= 2.0 * SMALL_BOX_HALF);
+            }
+            assert_as_walk(
+                &world,
+                &queries,
+                &format!("oa_ctf2 patch {p} tilted {tilt}"),
+            );
+        }
+    }
+}
+
+/// `map` compiled, with each exactly axial patch plane turned by `tilt`
+/// radians (either way, at random) about the point on it nearest its
+/// patch's centre.
+fn tilted_patch_planes(map: &str, tilt: f32, rng: &mut Rng) -> WorldData {
+    let mut data = compile(map);
     let mut tilted = 0;
     for patch in data.patches.clone() {
         let centre = (Vec3::from(patch.mins) + Vec3::from(patch.maxs)) * 0.5;
@@ -269,29 +360,78 @@ fn facets_with_nearly_axial_planes_are_traced_as_the_walk_does() {
             };
             let pivot = centre - n * (n.dot(centre) - dist);
             let mut turned = n;
-            turned[(axis + 1) % 3] = if rng.unit() < 0.5 { 0.002 } else { -0.002 };
+            turned[(axis + 1) % 3] = if rng.unit() < 0.5 { tilt } else { -tilt };
             let turned = turned.normalize();
             p.plane = [turned.x, turned.y, turned.z, turned.dot(pivot)];
             p.sign_bits = (0..3).filter(|&k| turned[k] < 0.0).map(|k| 1 << k).sum();
             tilted += 1;
         }
     }
-    assert!(tilted > 100, "only {tilted} axial patch planes");
-    let loaded = LoadedWorld::from_data(data).expect("still a valid world");
+    assert!(tilted > 100, "{map}: only {tilted} axial patch planes");
+    data
+}
+
+/// The bounds the boxes' tree gives a facet lacking an axial plane hold,
+/// grown by a box's half-size, every centre where that box meets the
+/// facet (within 1/8 unit of each of its planes pushed out by the box),
+/// for boxes up to `SMALL_BOX_HALF`: checked on random centres around
+/// oa_ctf2's facets tilted by 0.05 radians, where that region reaches
+/// well past the facet's polygon grown by the box.
+#[test]
+fn a_box_meets_a_loosely_bounded_facet_only_within_its_bounds() {
+    let mut rng = Rng(0x0a11_7119);
+    let loaded = LoadedWorld::from_data(tilted_patch_planes("oa_ctf2", 0.05, &mut rng))
+        .expect("still a valid world");
     let world = loaded.view();
     let bvh = &world.kernel.bvh;
-    let ray_facets = bvh
-        .patches
-        .iter()
-        .flat_map(|n| n.children)
-        .filter(|&c| c != EMPTY_SLOT && c & PRIMITIVE != 0 && c & RAY_FACET == RAY_FACET)
-        .count();
-    assert!(
-        ray_facets > 100,
-        "only {ray_facets} facets bounded by their polygon"
-    );
-    for (p, patch) in world.patches.iter().enumerate().step_by(3) {
-        let queries = moves_at(&mut rng, patch.mins, patch.maxs, 200);
-        assert_as_walk(&world, &queries, &format!("oa_ctf2 tilted patch {p}"));
+    let mut facets = 0;
+    let mut inside = 0;
+    for node in &bvh.combined {
+        for slot in 0..4 {
+            let child = node.children[slot];
+            if child == EMPTY_SLOT || child & PRIMITIVE == 0 || child & RAY_FACET != LOOSE_FACET {
+                continue;
+            }
+            facets += 1;
+            let lo = Vec3::new(node.min[0][slot], node.min[1][slot], node.min[2][slot]);
+            let hi = Vec3::new(node.max[0][slot], node.max[1][slot], node.max[2][slot]);
+            let facet = &world.facets[(child & INDEX) as usize];
+            let plane = |index: u32, flipped: bool| {
+                let [x, y, z, d] = world.patch_planes[index as usize].plane;
+                let sign = if flipped { -1.0 } else { 1.0 };
+                (Vec3::new(x, y, z) * sign, d * sign)
+            };
+            let borders =
+                &world.facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
+            let planes: Vec<(Vec3, f32)> = std::iter::once(plane(facet.surface_plane, false))
+                .chain(borders.iter().map(|b| plane(b.plane, b.inward != 0)))
+                .collect();
+            let patch = &world.patches[bvh.facet_patch[(child & INDEX) as usize] as usize];
+            for _ in 0..2000 {
+                let half = Vec3::new(rng.unit(), rng.unit(), rng.unit()) * SMALL_BOX_HALF;
+                let reach = half * 3.0 + Vec3::splat(16.0);
+                let (around_lo, around_hi) = (
+                    Vec3::from(patch.mins) - reach,
+                    Vec3::from(patch.maxs) + reach,
+                );
+                let centre = around_lo
+                    + (around_hi - around_lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
+                let meets = planes
+                    .iter()
+                    .all(|&(n, d)| n.dot(centre) <= d + n.abs().dot(half) + 0.125);
+                if meets {
+                    inside += 1;
+                    assert!(
+                        (lo - half).cmple(centre).all() && centre.cmple(hi + half).all(),
+                        "facet {child:#x}: a box of half-size {half} meets it at {centre}, outside {lo}..{hi} grown by it"
+                    );
+                }
+            }
+        }
     }
+    assert!(
+        facets > 100,
+        "only {facets} facets bounded by a box's reach"
+    );
+    assert!(inside > 10_000, "only {inside} centres met a facet");
 }

@@ -1,7 +1,7 @@
 //! `bspq inspect`: what a world holds, and for compiled files how they are laid out.
 
 use super::WorldArgs;
-use bspq::world::bvh::{EMPTY_SLOT, PATCH, PRIMITIVE, RAY_FACET};
+use bspq::world::bvh::{EMPTY_SLOT, LOOSE_FACET, PATCH, PRIMITIVE, RAY_FACET, SMALL_BOX_HALF};
 use bspq::world::format;
 use clap::Args;
 use std::process::ExitCode;
@@ -120,20 +120,35 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     };
-    // (Without patches the tree over both is the brushes' tree.)
-    let whole = if bvh.patches.is_empty() {
-        0
+    // (Without patches the tree over both is the brushes' tree; without
+    // patches kept whole the small boxes' tree serves every size.)
+    let (whole_small, whole_large) = if bvh.patches.is_empty() {
+        (0, 0)
+    } else if bvh.combined_whole.is_empty() {
+        let whole = count(&bvh.combined, PATCH);
+        (whole, whole)
     } else {
-        count(&bvh.combined, PATCH)
+        (
+            count(&bvh.combined, PATCH),
+            count(&bvh.combined_whole, PATCH),
+        )
     };
     println!(
-        "fast trace BVH   {} brush nodes, {} patch nodes, {} nodes over both, {} patches kept whole (boxes; rays: {} facets bounded by their polygon), {} unbounded",
+        "fast trace BVH   {} brush nodes, {} patch nodes, {} nodes over both ({} in the one for boxes of half-size over {SMALL_BOX_HALF}), {} unbounded",
         bvh.brushes.len(),
         bvh.patches.len(),
         bvh.combined.len(),
-        whole,
-        count(&bvh.patches, RAY_FACET),
+        if bvh.combined_whole.is_empty() {
+            bvh.combined.len()
+        } else {
+            bvh.combined_whole.len()
+        },
         bvh.unbounded.len()
+    );
+    println!(
+        "patches whole    {whole_small} for boxes of half-size up to {SMALL_BOX_HALF} ({} facets bounded by a box's reach), {whole_large} for larger boxes (rays: {} facets bounded by their polygon)",
+        count(&bvh.combined, LOOSE_FACET),
+        count(&bvh.patches, RAY_FACET),
     );
     println!(
         "axial boxes      {} of {} brushes (clipped from their six distances)",

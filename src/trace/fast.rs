@@ -466,18 +466,9 @@ fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
     // or a chosen tree measured 1-2 % slower (the walk is inlined at each).
     if !all_patches {
         // Brushes and patches alike: one tree, one root.
+        let (nodes, cores) = bvh.combined_for(half);
         return walk_tree::<C, P, ANY_HIT>(
-            world,
-            bvh,
-            &bvh.combined,
-            &bvh.combined_cores,
-            0,
-            false,
-            &ray,
-            clipper,
-            search,
-            stack,
-            probe,
+            world, bvh, nodes, cores, 0, false, &ray, clipper, search, stack, probe,
         );
     }
     walk_tree::<C, P, ANY_HIT>(
@@ -886,16 +877,27 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
     let index = (reference & INDEX) as usize;
     let any_hit = clipper.any_hit();
     // Whether the reference meets what the clip met: not always where a
-    // primitive reaches out of the leaves of the source's tree that list it
-    // (see `world::listing`). A contact elsewhere lies in a leaf that lists
-    // it, which the walk reaches no later than the contact; near such a
-    // piece (the box where the move makes the contact, or starts, when it
-    // starts inside) the walk decides.
+    // primitive reaches out of the leaves of the source's tree that list
+    // it (see `world::listing`). A contact elsewhere lies in a leaf that
+    // lists it, which the walk reaches no later than the contact; near
+    // such a piece (the box where the move makes the contact, or starts,
+    // when it starts inside) the walk decides.
     let unlisted = &world.kernel.unlisted;
     let box_at = |frac: f32| {
         let (start, end, half) = clipper.segment();
         let centre = start + (end - start) * frac;
         (centre - half, centre + half)
+    };
+    // A facet's: a ray meets the facet where it crosses its surface
+    // (`window`), inside the borders, and stops 1/8 unit short of the
+    // plane (`frac`), which along a grazing ray can lie units back: both.
+    let facet_box = |hit: &FacetContact| {
+        let (lo, hi) = box_at(hit.frac);
+        if hit.window == hit.frac {
+            return (lo, hi);
+        }
+        let (met_lo, met_hi) = box_at(hit.window);
+        (lo.min(met_lo), hi.max(met_hi))
     };
     if reference & (PATCH | FACET) == 0 {
         probe.brush();
@@ -928,9 +930,9 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
         // A ray's facet bounded by its polygon: near the unlisted pieces of
         // any facet of its patch the walk decides, as for the whole patch.
         let near = if reference & PATCH != 0 {
-            unlisted.patch_near(patch, || box_at(hit.frac))
+            unlisted.patch_near(patch, || facet_box(&hit))
         } else {
-            unlisted.facet_near(index, || box_at(hit.frac))
+            unlisted.facet_near(index, || facet_box(&hit))
         };
         if near {
             Err(Stop::Undecided)
@@ -942,7 +944,7 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
     } else {
         probe.patch();
         clipper.patch(world, index, |hit| {
-            if unlisted.patch_near(index, || box_at(hit.frac)) {
+            if unlisted.patch_near(index, || facet_box(&hit)) {
                 return Err(Stop::Undecided);
             }
             if any_hit {

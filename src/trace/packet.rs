@@ -18,10 +18,10 @@ use super::fast::{
 };
 use super::work::Scratch;
 use crate::math::lanes_of;
-use crate::world::bvh::{Bvh, BvhNode, PRIMITIVE, WIDTH};
+use crate::world::bvh::{Bvh, BvhNode, PRIMITIVE, SMALL_BOX_HALF, WIDTH};
 use crate::world::cores::CoreLanes;
 use crate::world::World;
-use glam::Vec4;
+use glam::{Vec3A, Vec4};
 
 /// Moves per packet (one SIMD lane each).
 pub(crate) const PACKET: usize = 4;
@@ -212,11 +212,23 @@ pub(crate) fn search_packet<C: Clipper>(
         packet: &mut scratch.packet_stack,
         alone: super::fast::search_stack(&mut scratch.bvh_stack, bvh),
     };
-    let trees: [(&[BvhNode], &[CoreLanes], u32); 2] = [
-        (&bvh.brushes, &bvh.brush_cores, 0),
-        (&bvh.patches, &[], patches_to_the_end),
+    // Rays search the brushes' tree, then the patches' (to the end of the
+    // move); boxes the tree over both for their size, as alone.
+    let mut live = members.running;
+    let small = clippers.iter().enumerate().fold(0, |small, (m, c)| {
+        let fits = c.segment().2.cmple(Vec3A::splat(SMALL_BOX_HALF)).all();
+        small | u32::from(fits) << m
+    });
+    let (small_nodes, small_cores) = bvh.combined_for(Vec3A::ZERO);
+    let (large_nodes, large_cores) = bvh.combined_for(Vec3A::INFINITY);
+    let walks: [(&[BvhNode], &[CoreLanes], u32, u32); 4] = [
+        (&bvh.brushes, &bvh.brush_cores, 0, patches_to_the_end),
+        (&bvh.patches, &[], patches_to_the_end, patches_to_the_end),
+        (small_nodes, small_cores, 0, !patches_to_the_end & small),
+        (large_nodes, large_cores, 0, !patches_to_the_end & !small),
     ];
-    for (nodes, cores, to_the_end) in trees {
+    for (nodes, cores, to_the_end, group) in walks {
+        members.running = live & group;
         let tree = Tree {
             world,
             bvh,
@@ -225,6 +237,7 @@ pub(crate) fn search_packet<C: Clipper>(
             to_the_end,
         };
         walk(&tree, &rays, &mut members, &mut stacks);
+        live = live & !group | members.running;
     }
     let Members {
         searches, stops, ..

@@ -58,6 +58,14 @@ pub const FACET: u32 = 1 << 29;
 /// walk takes), so the polygon bounds it; a box's shifted planes may reach
 /// past it, so the boxes' tree keeps such a facet's patch whole.
 pub const RAY_FACET: u32 = FACET | PATCH;
+/// In the boxes' tree, such a facet bounded by how far a box of at most
+/// [`SMALL_BOX_HALF`] per axis can meet it (see [`facet_reach_bounds`]);
+/// near unlisted pieces its patch's decide, as for the whole patch.
+pub const LOOSE_FACET: u32 = RAY_FACET;
+/// The largest half-size per axis, each way, of the boxes and shapes the
+/// tree over brushes and single facets serves ([`Bvh::combined`]); larger
+/// ones search [`Bvh::combined_whole`]. Player boxes are 15 × 15 × 28.
+pub const SMALL_BOX_HALF: f32 = 64.0;
 /// The index bits of a primitive reference.
 pub const INDEX: u32 = FACET - 1;
 /// An unused child slot (its contents are 0, so no mask selects it).
@@ -87,11 +95,18 @@ pub struct Bvh {
     /// The patches' tree (facets, and patches kept whole).
     pub patches: Vec<BvhNode>,
     /// One tree over both, for searches that treat brushes and patches
-    /// alike (every move but a full ray trace): a move then tests one root,
-    /// not two.
+    /// alike (every move but a full ray trace) with a box or shape of at
+    /// most [`SMALL_BOX_HALF`] per axis: a move then tests one root, not
+    /// two. Facets lacking an axial plane are bounded for such boxes.
     pub combined: Vec<BvhNode>,
     /// Per node of the combined tree, its children's solid cores.
     pub combined_cores: Vec<CoreLanes>,
+    /// The same over patches kept whole where a facet lacks an axial
+    /// plane, for larger boxes and shapes; empty when no patch is kept
+    /// whole (`combined` then serves every size).
+    pub combined_whole: Vec<BvhNode>,
+    /// Per node of `combined_whole`, its children's solid cores.
+    pub combined_whole_cores: Vec<CoreLanes>,
     /// Primitives without bounds (child references), tested by every trace.
     pub unbounded: Vec<u32>,
     /// Per facet, the patch it belongs to.
@@ -101,12 +116,25 @@ pub struct Bvh {
 }
 
 impl Bvh {
+    /// The tree over brushes and patches for a box or shape of half-size
+    /// `half` (per axis).
+    #[inline(always)]
+    pub fn combined_for(&self, half: glam::Vec3A) -> (&[BvhNode], &[CoreLanes]) {
+        if self.combined_whole.is_empty() || half.cmple(glam::Vec3A::splat(SMALL_BOX_HALF)).all() {
+            (&self.combined, &self.combined_cores)
+        } else {
+            (&self.combined_whole, &self.combined_whole_cores)
+        }
+    }
+
     pub const EMPTY: Bvh = Bvh {
         brushes: Vec::new(),
         brush_cores: Vec::new(),
         patches: Vec::new(),
         combined: Vec::new(),
         combined_cores: Vec::new(),
+        combined_whole: Vec::new(),
+        combined_whole_cores: Vec::new(),
         unbounded: Vec::new(),
         facet_patch: Vec::new(),
         stack_depth: 0,
@@ -150,7 +178,10 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             unbounded.push(reference);
         }
     }
+    // Boxes' items: each facet bounded where it can be, else its patch.
     let mut patch_items = Vec::new();
+    // The same, with a patch whole where a facet lacks an axial plane.
+    let mut whole_patch_items = Vec::new();
     let mut ray_patch_items = Vec::new();
     let mut facet_patch = vec![0u32; world.facets.len()];
     for (i, patch) in world.patches.iter().enumerate() {
@@ -176,6 +207,7 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
                         hi,
                     };
                     patch_items.push(item);
+                    whole_patch_items.push(item);
                     ray_patch_items.push(item);
                 }
             }
@@ -187,29 +219,58 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
                     unbounded.push(reference);
                     continue;
                 }
-                patch_items.push(Item {
+                let whole = Item {
                     reference,
                     contents: patch.contents,
                     lo,
                     hi,
-                });
-                // Rays: each facet on its own, by its axial planes or its
-                // polygon (within the patch's bounds, which the facet clip
-                // checks first).
+                };
+                whole_patch_items.push(whole);
+                // Each facet on its own, by its axial planes or, lacking
+                // one, (rays) its polygon or (boxes) how far a box can meet
+                // it; the first two within the patch's bounds, which the
+                // facet clip checks first.
+                let within = |reference: u32, [flo, fhi]: [[f32; 3]; 2]| Item {
+                    reference,
+                    contents: patch.contents,
+                    lo: std::array::from_fn(|k| flo[k].max(lo[k])),
+                    hi: std::array::from_fn(|k| fhi[k].min(hi[k])),
+                };
+                let mut box_items = Some(Vec::with_capacity(facets.len()));
                 for f in facets {
-                    let (reference, [flo, fhi]) = match facet_cull_bounds(world, f) {
-                        Some(bounds) => (PRIMITIVE | FACET | f as u32, bounds),
-                        None => (
-                            PRIMITIVE | RAY_FACET | f as u32,
-                            facet_polygon_bounds(world, f),
-                        ),
-                    };
-                    ray_patch_items.push(Item {
-                        reference,
-                        contents: patch.contents,
-                        lo: std::array::from_fn(|k| flo[k].max(lo[k])),
-                        hi: std::array::from_fn(|k| fhi[k].min(hi[k])),
-                    });
+                    let reference = PRIMITIVE | FACET | f as u32;
+                    match facet_cull_bounds(world, f) {
+                        Some(bounds) => {
+                            ray_patch_items.push(within(reference, bounds));
+                            if let Some(items) = &mut box_items {
+                                items.push(within(reference, bounds));
+                            }
+                        }
+                        None => {
+                            let polygon = facet_polygon_bounds(world, f);
+                            ray_patch_items.push(within(PRIMITIVE | RAY_FACET | f as u32, polygon));
+                            if let Some(items) = &mut box_items {
+                                // (Not within the patch's bounds: the
+                                // reference meets the patch when the
+                                // move's bounds reach the patch's, and a
+                                // box can then meet such a facet short
+                                // of them.)
+                                match facet_reach_bounds(world, f) {
+                                    Some([lo, hi]) => items.push(Item {
+                                        reference: PRIMITIVE | LOOSE_FACET | f as u32,
+                                        contents: patch.contents,
+                                        lo,
+                                        hi,
+                                    }),
+                                    None => box_items = None,
+                                }
+                            }
+                        }
+                    }
+                }
+                match box_items {
+                    Some(items) => patch_items.extend(items),
+                    None => patch_items.push(whole),
                 }
             }
         }
@@ -238,8 +299,17 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             object
         }
     };
-    let combined_items: Option<Vec<Item>> = (!patch_items.is_empty())
-        .then(|| brush_items.iter().chain(&patch_items).copied().collect());
+    let with_brushes = |patches: &[Item]| -> Option<Vec<Item>> {
+        (!patches.is_empty()).then(|| brush_items.iter().chain(patches).copied().collect())
+    };
+    let combined_items = with_brushes(&patch_items);
+    let whole_items = with_brushes(&whole_patch_items).filter(|_| {
+        let reference = |item: &Item| item.reference;
+        !patch_items
+            .iter()
+            .map(reference)
+            .eq(whole_patch_items.iter().map(reference))
+    });
     let brushes = best_tree(brush_items);
     // (Spatial splits did not change the patch trees' searches.)
     let patches = tree(ray_patch_items, 0);
@@ -253,15 +323,26 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
         // Without patches the brushes' tree serves both.
         None => (brushes.clone(), brush_cores.clone()),
     };
+    let (combined_whole, combined_whole_cores) = match whole_items {
+        Some(items) => {
+            let whole = best_tree(items);
+            let cores = super::cores::build(world, &whole, brush_bounds, unlisted);
+            (whole, cores)
+        }
+        None => (Vec::new(), Vec::new()),
+    };
     let stack_depth = stack_depth(&brushes)
         .max(stack_depth(&patches))
-        .max(stack_depth(&combined));
+        .max(stack_depth(&combined))
+        .max(stack_depth(&combined_whole));
     Bvh {
         brushes,
         brush_cores,
         patches,
         combined,
         combined_cores,
+        combined_whole,
+        combined_whole_cores,
         unbounded,
         facet_patch,
         stack_depth,
@@ -401,6 +482,78 @@ fn facet_polygon_bounds(world: &World, f: usize) -> [[f32; 3]; 2] {
         lo.map(|v| grow_down(v - CULL_MARGIN)),
         hi.map(|v| grow_up(v + CULL_MARGIN)),
     ]
+}
+
+/// Slack on each of a facet's planes when bounding a box's reach: a contact
+/// counts 1/8 unit before a plane, with room for rounding.
+const REACH_SLACK: f64 = 0.25;
+/// Facets with more planes than this keep their patch whole (real ones have
+/// under twenty; bounding one costs the square of its planes).
+const REACH_MAX_PLANES: usize = 40;
+
+/// Bounds for facet `f` that serve every box up to [`SMALL_BOX_HALF`]:
+/// grown by a box's half-size, they hold every centre where the facet clip
+/// finds the box meeting the facet, with the margin; `None` when the
+/// facet's planes leave that region open.
+///
+/// A box of half-size `h` meets the facet only where its centre `x` lies
+/// within 1/8 unit of every plane pushed out by the box, `n·x <= d +
+/// |n|·h` (the facet's planes carry no axial one to bound it directly,
+/// see [`facet_cull_bounds`]). That region `R(h)` grows with `h`. The
+/// largest `x_k` over it is a linear program whose dual gives, for any
+/// multipliers `y >= 0` with `Σ y_i n_i = e_k`, the bound `Σ y_i (d_i +
+/// |n_i|·h)`; its slope in `h` is `Σ y_i |n_i| >= e_k` component by
+/// component. Taking the optimum `y` at `h = H` ([`SMALL_BOX_HALF`] each
+/// way), for every `h <= H`: `max x_k <= max_{R(H)} x_k - (H_k - h_k)`. So
+/// the bound stored is `max_{R(H)} x_k - H_k`, found from the vertices of
+/// `R(H)`, and the search adds `h_k` as for any primitive.
+fn facet_reach_bounds(world: &World, f: usize) -> Option<[[f32; 3]; 2]> {
+    let facet = &world.facets[f];
+    if facet.num_borders as usize + 1 > REACH_MAX_PLANES {
+        return None;
+    }
+    let as_f64 = |p: [f32; 4]| {
+        (
+            glam::DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64),
+            p[3] as f64,
+        )
+    };
+    let half = glam::DVec3::splat(SMALL_BOX_HALF as f64);
+    let pushed = |(n, d): (glam::DVec3, f64)| (n, d + n.abs().dot(half) + REACH_SLACK);
+    let surface = as_f64(world.patch_planes[facet.surface_plane as usize].plane);
+    let borders = &world.facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
+    let planes: Vec<(glam::DVec3, f64)> = std::iter::once(surface)
+        .chain(borders.iter().map(|b| {
+            let (n, d) = as_f64(world.patch_planes[b.plane as usize].plane);
+            if b.inward != 0 {
+                (-n, -d)
+            } else {
+                (n, d)
+            }
+        }))
+        .map(pushed)
+        .collect();
+    let mut lo = glam::DVec3::INFINITY;
+    let mut hi = glam::DVec3::NEG_INFINITY;
+    for face in super::listing::polyhedron(&planes) {
+        for p in face.points {
+            lo = lo.min(p);
+            hi = hi.max(p);
+        }
+    }
+    // Open on some side (the faces reach out to the huge base polygons),
+    // or numerically empty.
+    let open = crate::math::WORLD_HALF_EXTENT;
+    if lo.cmpgt(hi).any()
+        || !(lo.cmpge(glam::DVec3::splat(-open)).all() && hi.cmple(glam::DVec3::splat(open)).all())
+    {
+        return None;
+    }
+    let (lo, hi) = (lo + half, hi - half);
+    Some([
+        lo.to_array().map(|v| grow_down(v as f32 - CULL_MARGIN)),
+        hi.to_array().map(|v| grow_up(v as f32 + CULL_MARGIN)),
+    ])
 }
 
 /// The box facet `f`'s axial planes (surface and borders, each facing away

@@ -218,7 +218,7 @@ pub fn find(world: &World) -> Unlisted {
 }
 
 /// The faces of the convex polyhedron behind every one of `planes`.
-fn polyhedron(planes: &[(DVec3, f64)]) -> Vec<Winding> {
+pub(super) fn polyhedron(planes: &[(DVec3, f64)]) -> Vec<Winding> {
     planes
         .iter()
         .enumerate()

@@ -97,7 +97,12 @@ impl Occupancy {
             return Occupancy::EMPTY;
         }
         let mut boxes = Vec::new();
-        for nodes in [&bvh.brushes, &bvh.patches, &bvh.combined] {
+        for nodes in [
+            &bvh.brushes,
+            &bvh.patches,
+            &bvh.combined,
+            &bvh.combined_whole,
+        ] {
             leaf_bounds(nodes, &mut boxes);
         }
         Occupancy::of_boxes(&boxes)
