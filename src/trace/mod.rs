@@ -19,7 +19,7 @@ pub mod exact;
 mod fast;
 pub mod onion;
 mod packet;
-mod patch;
+pub(crate) mod patch;
 pub mod shape;
 pub mod sieve;
 mod sweep;

@@ -13,10 +13,13 @@
 //! or a whole patch. Primitive bounds are cull boxes (see
 //! [`super::kernel`]): the box a brush's or facet's axial planes enclose,
 //! grown by [`CULL_MARGIN`], so a move that stays outside them cannot touch
-//! the primitive (the clip rejects it on an axial plane). A patch with a
-//! facet that lacks one of the six axial planes stays one primitive with
-//! the patch's bounds, which the patch clip itself checks first; brushes
-//! without all six axial sides have no box and are tested by every trace.
+//! the primitive (the clip rejects it on an axial plane). A facet that
+//! lacks one of the six axial planes is bounded, for rays, by its polygon,
+//! for boxes up to [`SMALL_BOX_HALF`], by how far such a box can reach it
+//! ([`facet_reach_bounds`]), and for larger boxes its patch stays one
+//! primitive with the patch's bounds, which the patch clip itself checks
+//! first; brushes without all six axial sides have no box and are tested
+//! by every trace.
 //!
 //! Brushes and patches get a tree each for rays: a ray's patch hit can
 //! replace a contact found earlier (see `trace::fast`), so rays search the
@@ -180,6 +183,7 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
     }
     // Boxes' items: each facet bounded where it can be, else its patch.
     let mut patch_items = Vec::new();
+    let mut reach_budget = REACH_BUDGET;
     // The same, with a patch whole where a facet lacks an axial plane.
     let mut whole_patch_items = Vec::new();
     let mut ray_patch_items = Vec::new();
@@ -255,7 +259,7 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
                                 // move's bounds reach the patch's, and a
                                 // box can then meet such a facet short
                                 // of them.)
-                                match facet_reach_bounds(world, f) {
+                                match facet_reach_bounds(world, f, &mut reach_budget) {
                                     Some([lo, hi]) => items.push(Item {
                                         reference: PRIMITIVE | LOOSE_FACET | f as u32,
                                         contents: patch.contents,
@@ -324,8 +328,9 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
         None => (brushes.clone(), brush_cores.clone()),
     };
     let (combined_whole, combined_whole_cores) = match whole_items {
+        // (Few moves search it: built once, without judging spatial splits.)
         Some(items) => {
-            let whole = best_tree(items);
+            let whole = tree(items, 0);
             let cores = super::cores::build(world, &whole, brush_bounds, unlisted);
             (whole, cores)
         }
@@ -490,6 +495,11 @@ const REACH_SLACK: f64 = 0.25;
 /// Facets with more planes than this keep their patch whole (real ones have
 /// under twenty; bounding one costs the square of its planes).
 const REACH_MAX_PLANES: usize = 40;
+/// Polygons cut (a facet's planes squared) the bounding of facets may spend
+/// on one world: real maps take under 100 000 (am_mckinleyish2, 348 such
+/// facets: about 50 000); past it, a hostile file's facets keep their
+/// patches whole instead of a load that takes minutes.
+const REACH_BUDGET: u64 = 2_000_000;
 
 /// Bounds for facet `f` that serve every box up to [`SMALL_BOX_HALF`]:
 /// grown by a box's half-size, they hold every centre where the facet clip
@@ -507,11 +517,14 @@ const REACH_MAX_PLANES: usize = 40;
 /// way), for every `h <= H`: `max x_k <= max_{R(H)} x_k - (H_k - h_k)`. So
 /// the bound stored is `max_{R(H)} x_k - H_k`, found from the vertices of
 /// `R(H)`, and the search adds `h_k` as for any primitive.
-fn facet_reach_bounds(world: &World, f: usize) -> Option<[[f32; 3]; 2]> {
+fn facet_reach_bounds(world: &World, f: usize, budget: &mut u64) -> Option<[[f32; 3]; 2]> {
     let facet = &world.facets[f];
-    if facet.num_borders as usize + 1 > REACH_MAX_PLANES {
+    let planes = facet.num_borders as usize + 1;
+    let cuts = (planes * planes) as u64;
+    if planes > REACH_MAX_PLANES || cuts > *budget {
         return None;
     }
+    *budget -= cuts;
     let as_f64 = |p: [f32; 4]| {
         (
             glam::DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64),
@@ -898,6 +911,35 @@ mod tests {
             contents: 1 << (i % 5),
             lo: [at, 0.0, 0.0],
             hi: [at + 1.0, 1.0, 1.0],
+        }
+    }
+
+    /// A facet's reach for boxes up to `SMALL_BOX_HALF` holds its polygon
+    /// (a box of half-size 0 meets the facet there); for these facets,
+    /// which have all six axial planes, the region a box meets is the
+    /// polygon's bounds grown by the box (and the slack), so the reach,
+    /// less the largest box, is the polygon's bounds and the slack. With
+    /// no budget left, it is not found.
+    #[test]
+    fn a_facets_reach_lies_between_its_polygon_and_the_largest_box_around_it() {
+        let data = crate::trace::patch::tests::curved_world();
+        let world = data.view();
+        let slack = REACH_SLACK as f32 + 0.01;
+        let mut budget = REACH_BUDGET;
+        assert!(!world.facets.is_empty());
+        for f in 0..world.facets.len() {
+            let [plo, phi] = facet_polygon_bounds(&world, f);
+            let [lo, hi] = facet_reach_bounds(&world, f, &mut budget).expect("closed");
+            for k in 0..3 {
+                // (Both carry the cull margin.)
+                let (below, above) = (plo[k] - lo[k], hi[k] - phi[k]);
+                assert!(below >= 0.0 && above >= 0.0, "facet {f}: {lo:?}..{hi:?}");
+                assert!(
+                    below <= slack && above <= slack,
+                    "facet {f}: {lo:?}..{hi:?}"
+                );
+            }
+            assert_eq!(facet_reach_bounds(&world, f, &mut 0), None);
         }
     }
 
