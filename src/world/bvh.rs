@@ -525,26 +525,12 @@ fn facet_reach_bounds(world: &World, f: usize, budget: &mut u64) -> Option<[[f32
         return None;
     }
     *budget -= cuts;
-    let as_f64 = |p: [f32; 4]| {
-        (
-            glam::DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64),
-            p[3] as f64,
-        )
-    };
     let half = glam::DVec3::splat(SMALL_BOX_HALF as f64);
-    let pushed = |(n, d): (glam::DVec3, f64)| (n, d + n.abs().dot(half) + REACH_SLACK);
-    let surface = as_f64(world.patch_planes[facet.surface_plane as usize].plane);
-    let borders = &world.facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
-    let planes: Vec<(glam::DVec3, f64)> = std::iter::once(surface)
-        .chain(borders.iter().map(|b| {
-            let (n, d) = as_f64(world.patch_planes[b.plane as usize].plane);
-            if b.inward != 0 {
-                (-n, -d)
-            } else {
-                (n, d)
-            }
-        }))
-        .map(pushed)
+    let planes: Vec<(glam::DVec3, f64)> = facet_planes(world, f)
+        .map(|[x, y, z, d]| {
+            let n = glam::DVec3::new(x as f64, y as f64, z as f64);
+            (n, d as f64 + n.abs().dot(half) + REACH_SLACK)
+        })
         .collect();
     let mut lo = glam::DVec3::INFINITY;
     let mut hi = glam::DVec3::NEG_INFINITY;
@@ -569,24 +555,30 @@ fn facet_reach_bounds(world: &World, f: usize, budget: &mut u64) -> Option<[[f32
     ])
 }
 
-/// The box facet `f`'s axial planes (surface and borders, each facing away
-/// from the facet) enclose, grown by the margin; `None` when one of the six
-/// is missing.
-fn facet_cull_bounds(world: &World, f: usize) -> Option<[[f32; 3]; 2]> {
+/// Facet `f`'s planes, each facing away from the facet: its surface plane,
+/// then its borders (flipped where they face inward).
+fn facet_planes<'w>(world: &World<'w>, f: usize) -> impl Iterator<Item = [f32; 4]> + 'w {
     let facet = &world.facets[f];
-    let surface = world.patch_planes[facet.surface_plane as usize].plane;
-    let borders = &world.facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
-    let planes = std::iter::once(surface).chain(borders.iter().map(|b| {
-        let p = world.patch_planes[b.plane as usize].plane;
+    let (patch_planes, facet_borders) = (world.patch_planes, world.facet_borders);
+    let surface = patch_planes[facet.surface_plane as usize].plane;
+    let borders = &facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
+    std::iter::once(surface).chain(borders.iter().map(move |b| {
+        let p = patch_planes[b.plane as usize].plane;
         if b.inward != 0 {
             p.map(|v| -v)
         } else {
             p
         }
-    }));
+    }))
+}
+
+/// The box facet `f`'s axial planes (surface and borders, each facing away
+/// from the facet) enclose, grown by the margin; `None` when one of the six
+/// is missing.
+fn facet_cull_bounds(world: &World, f: usize) -> Option<[[f32; 3]; 2]> {
     let mut lo = [f32::NEG_INFINITY; 3];
     let mut hi = [f32::INFINITY; 3];
-    for p in planes {
+    for p in facet_planes(world, f) {
         for axis in 0..3 {
             if (0..3).any(|k| k != axis && p[k] != 0.0) {
                 continue;
