@@ -458,8 +458,12 @@ fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
     let (start, end, half) = clipper.segment();
     let ray = Ray::new(start, end, half);
     let all_patches = clipper.patch_hits_reach_back();
-    if all_patches && world.kernel.border_starts.may_hold(start) {
-        // It may meet a facet far outside the facet's bounds.
+    // A ray starting on a facet's border plane may meet the facet far
+    // outside its bounds. A full trace leaves it to the walk at once;
+    // any-hit only when it finds nothing (what else it finds, the walk
+    // finds too, so its answer stands).
+    let on_border = || all_patches && world.kernel.border_starts.may_hold(start);
+    if !ANY_HIT && on_border() {
         return Err(Stop::Undecided);
     }
     // Each tree's walk written out: one call site shared through a closure
@@ -496,7 +500,11 @@ fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
         search,
         stack,
         probe,
-    )
+    )?;
+    if ANY_HIT && on_border() {
+        return Err(Stop::Undecided);
+    }
+    Ok(())
 }
 
 /// Searches one tree from entry `from` (the root, 0, or a subtree a packet

@@ -28,8 +28,9 @@ use glam::Vec3A;
 /// answers nearly all of those without a branch, a binary search the rest.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BorderStarts {
-    /// [`FILTER_WORDS`] words; a member's two bits set in its word.
-    filter: Vec<u64>,
+    /// A member's two bits set in its word; none when the set is empty. A
+    /// fixed size: the filter's word index needs no bounds check.
+    filter: Option<Box<[u64; FILTER_WORDS]>>,
     /// The coordinates' bits, sorted.
     values: Vec<u32>,
 }
@@ -37,10 +38,11 @@ pub struct BorderStarts {
 /// Words in the filter: with the few hundred coordinates of a map with
 /// many patches, about one start coordinate in a hundred gets past it.
 const FILTER_WORDS: usize = 512;
+const _: () = assert!(FILTER_WORDS.is_power_of_two());
 
 impl BorderStarts {
     pub const NONE: BorderStarts = BorderStarts {
-        filter: Vec::new(),
+        filter: None,
         values: Vec::new(),
     };
 
@@ -107,12 +109,15 @@ impl BorderStarts {
         }
         values.sort_unstable();
         values.dedup();
-        let mut filter = vec![0; FILTER_WORDS];
+        let mut filter = Box::new([0; FILTER_WORDS]);
         for &v in &values {
             let (word, bits) = filter_bits(v);
             filter[word] |= bits;
         }
-        BorderStarts { filter, values }
+        BorderStarts {
+            filter: Some(filter),
+            values,
+        }
     }
 
     #[inline(always)]
@@ -120,26 +125,24 @@ impl BorderStarts {
         self.values.binary_search(&v.to_bits()).is_ok()
     }
 
-    /// Whether the filter lets `v` through (it always does for a member).
-    #[inline(always)]
-    fn passes(&self, v: f32) -> bool {
-        let (word, bits) = filter_bits(v.to_bits());
-        self.filter.get(word).is_some_and(|w| w & bits == bits)
-    }
-
     /// Whether a ray starting at `start` may start on a facet's border plane.
     #[inline(always)]
     pub fn may_hold(&self, start: Vec3A) -> bool {
-        if self.filter.is_empty() {
+        let Some(filter) = &self.filter else {
             return false;
-        }
+        };
+        let passes = |v: f32| {
+            let (word, bits) = filter_bits(v.to_bits());
+            filter[word] & bits == bits
+        };
         // Non-short-circuiting: three loads and one branch.
-        let suspect = self.passes(start.x) | self.passes(start.y) | self.passes(start.z);
+        let suspect = passes(start.x) | passes(start.y) | passes(start.z);
         suspect && (self.holds(start.x) || self.holds(start.y) || self.holds(start.z))
     }
 }
 
-/// A coordinate's word in the filter and its two bits there.
+/// A coordinate's word in the filter (below [`FILTER_WORDS`]: the hash's
+/// top bits) and its two bits there.
 #[inline(always)]
 fn filter_bits(bits: u32) -> (usize, u64) {
     let h = u64::from(bits).wrapping_mul(0x9E37_79B9_7F4A_7C15);
