@@ -104,6 +104,11 @@ impl BorderStarts {
                 }
             }
         }
+        BorderStarts::of(values)
+    }
+
+    /// The set of these coordinates' bits.
+    fn of(mut values: Vec<u32>) -> BorderStarts {
         if values.is_empty() {
             return BorderStarts::NONE;
         }
@@ -148,4 +153,49 @@ fn filter_bits(bits: u32) -> (usize, u64) {
     let h = u64::from(bits).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let word = (h >> (64 - FILTER_WORDS.trailing_zeros())) as usize;
     (word, 1 << (h & 63) | 1 << ((h >> 6) & 63))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::math::XorShift;
+
+    /// `may_hold` says yes exactly when a coordinate is in the set: the
+    /// filter lets every member through (no false negatives, whatever word
+    /// and bits a member hashes to) and the sorted list turns away the rest.
+    #[test]
+    fn may_hold_exactly_the_starts_with_a_member_coordinate() {
+        let mut rng = XorShift::seeded(0xb0de);
+        // Coordinates as maps have them: whole and eighth units, and zeros.
+        let coordinate = |rng: &mut XorShift| {
+            let v = ((rng.unit() - 0.5) * 8192.0 * 8.0).round() / 8.0;
+            if rng.unit() < 0.05 {
+                0.0
+            } else {
+                v
+            }
+        };
+        for members in [1, 7, 300, 2_000] {
+            let values: Vec<f32> = (0..members).map(|_| coordinate(&mut rng)).collect();
+            let set = BorderStarts::of(values.iter().map(|v| v.to_bits()).collect());
+            let member = |v: f32| values.iter().any(|m| m.to_bits() == v.to_bits());
+            for &v in &values {
+                for axis in 0..3 {
+                    let mut start = Vec3A::splat(0.5);
+                    start[axis] = v;
+                    assert!(set.may_hold(start), "{v} on axis {axis}");
+                }
+            }
+            for _ in 0..20_000 {
+                let start = Vec3A::new(
+                    coordinate(&mut rng),
+                    coordinate(&mut rng),
+                    coordinate(&mut rng),
+                );
+                let expected = member(start.x) || member(start.y) || member(start.z);
+                assert_eq!(set.may_hold(start), expected, "{start}");
+            }
+        }
+        assert!(!BorderStarts::NONE.may_hold(Vec3A::ZERO));
+    }
 }
