@@ -45,7 +45,7 @@ impl<'w> Sieve<'w> {
     /// a shape, not a position test) whose swept box reaches no occupied
     /// cell. Its answer is then [`missed`]. The single path's test in front
     /// of its search: the query's three axes in the lanes of one vector
-    /// (about 90 instructions, where a miss through the hierarchy takes
+    /// (about 110 instructions, where a miss through the hierarchy takes
     /// several hundred); the same answer as [`Sieve::touch_nothing`].
     #[inline(always)]
     pub fn touches_nothing(&self, query: &TraceQuery) -> bool {

@@ -57,8 +57,8 @@ pub struct Occupancy {
     /// them.
     origin_xyz: Vec4,
     last_xyz: Vec4,
-    stride_y: i32,
-    stride_z: i32,
+    stride_y: u32,
+    stride_z: u32,
     /// `(cells.x + 1) * (cells.y + 1) * (cells.z + 1)` entries: entry
     /// `(x, y, z)` counts (mod 2^16) the marked cells below it on all
     /// three axes.
@@ -171,8 +171,8 @@ impl Occupancy {
             scale: Vec4::splat(scale.x),
             origin_xyz: origin.extend(0.0),
             last_xyz: last.extend(0.0),
-            stride_y: stride[1] as i32,
-            stride_z: stride[2] as i32,
+            stride_y: stride[1] as u32,
+            stride_z: stride[2] as u32,
             table: vec![0; size],
             cells: cells.to_array(),
             cell_size,
@@ -275,12 +275,17 @@ impl Occupancy {
         if self.table.is_empty() {
             return false;
         }
-        let (lo, hi) = (lo.extend(0.0), hi.extend(0.0));
+        // The fourth lanes are whatever they are: `sound` leaves them out,
+        // they end up in cell 0 (`max` takes 0 over a NaN), and their stride
+        // is 0.
+        let (lo, hi) = (as_lanes(lo), as_lanes(hi));
         let extent = hi - lo;
-        let sound = (extent.cmpge(Vec4::ZERO) & extent.cmplt(Vec4::INFINITY)).all();
+        let sound =
+            (extent.cmpge(Vec4::ZERO) & extent.cmplt(Vec4::INFINITY)).bitmask() & 0b111 == 0b111;
         // Each axis's cell as `cells_along` finds it, in integers from here:
-        // the branch on the answer resolves sooner (a mispredicted one
-        // costs what was done meanwhile).
+        // the branch on the answer resolves sooner than with the offsets
+        // summed in float lanes (a mispredicted one costs what was done
+        // meanwhile).
         let cells = |v: Vec4| {
             truncate_lanes(
                 ((v - self.origin_xyz) * self.scale)
@@ -290,21 +295,30 @@ impl Occupancy {
         };
         let ([x0, y0, z0, _], [x1, y1, z1, _]) = (cells(lo), cells(hi));
         // (Whole numbers: below the limit exactly when the float product
-        // of the four-box test is.)
-        let span = [x1 - x0, y1 - y0, z1 - z0].map(|n| i64::from(n) + 1);
-        let small = span[0] * span[1] * span[2] < i64::from(MAX_CELLS_ASKED);
+        // of the four-box test is. Wrapping: a box that is not `sound` may
+        // end before it starts.)
+        let span = [
+            x1.wrapping_sub(x0),
+            y1.wrapping_sub(y0),
+            z1.wrapping_sub(z0),
+        ]
+        .map(|n| u64::from(n) + 1);
+        let small =
+            span[0].wrapping_mul(span[1]).wrapping_mul(span[2]) < u64::from(MAX_CELLS_ASKED);
         let [sy, sz] = [self.stride_y, self.stride_z];
         let (ax, ay, az) = (x0, y0 * sy, z0 * sz);
         let (bx, by, bz) = (x1 + 1, (y1 + 1) * sy, (z1 + 1) * sz);
+        let plus = [bx + by + bz, ax + ay + bz, ax + by + az, bx + ay + az];
+        let minus = [ax + by + bz, bx + ay + bz, bx + by + az, ax + ay + az];
         let count = self
-            .at(bx + by + bz)
-            .wrapping_add(self.at(ax + ay + bz))
-            .wrapping_add(self.at(ax + by + az))
-            .wrapping_add(self.at(bx + ay + az))
-            .wrapping_sub(self.at(ax + by + bz))
-            .wrapping_sub(self.at(bx + ay + bz))
-            .wrapping_sub(self.at(bx + by + az))
-            .wrapping_sub(self.at(ax + ay + az));
+            .at(plus[0])
+            .wrapping_add(self.at(plus[1]))
+            .wrapping_add(self.at(plus[2]))
+            .wrapping_add(self.at(plus[3]))
+            .wrapping_sub(self.at(minus[0]))
+            .wrapping_sub(self.at(minus[1]))
+            .wrapping_sub(self.at(minus[2]))
+            .wrapping_sub(self.at(minus[3]));
         sound & small & (count == 0)
     }
 
@@ -378,7 +392,7 @@ impl Occupancy {
     /// Table entry `at`, an offset of a corner of cells from
     /// [`Occupancy::cells_along`].
     #[inline(always)]
-    fn at(&self, at: i32) -> u16 {
+    fn at(&self, at: u32) -> u16 {
         debug_assert!((at as usize) < self.table.len());
         // SAFETY: `cells_along` (and `is_clear`, alike) clamps each axis's
         // index to `0..cells` (a NaN lane to 0), and a corner is at most
@@ -451,10 +465,11 @@ fn whole_lanes(v: Vec4) -> Vec4 {
     v.trunc()
 }
 
-/// The lanes of `v` (whole numbers, at least 0, below 2^24) as integers.
+/// The lanes of `v` (whole numbers, at least 0, below 2^24) as integers
+/// (unsigned: an offset widens to `usize` by zero extension, for free).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn truncate_lanes(v: Vec4) -> [i32; 4] {
+fn truncate_lanes(v: Vec4) -> [u32; 4] {
     // One conversion for all lanes; `as` per lane adds range and NaN
     // fix-ups to each.
     // SAFETY: the intrinsic takes and returns values (no pointers) and needs
@@ -462,11 +477,26 @@ fn truncate_lanes(v: Vec4) -> [i32; 4] {
     bytemuck::cast(unsafe { std::arch::x86_64::_mm_cvttps_epi32(v.into()) })
 }
 
-/// The lanes of `v` (whole numbers, at least 0, below 2^24) as integers.
+/// The lanes of `v` (whole numbers, at least 0, below 2^24) as integers
+/// (unsigned: an offset widens to `usize` by zero extension, for free).
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn truncate_lanes(v: Vec4) -> [i32; 4] {
-    v.to_array().map(|x| x as i32)
+fn truncate_lanes(v: Vec4) -> [u32; 4] {
+    v.to_array().map(|x| x as u32)
+}
+
+/// `v`'s lanes as they are, the fourth unspecified (no shuffle to clear it).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn as_lanes(v: Vec3A) -> Vec4 {
+    Vec4::from(std::arch::x86_64::__m128::from(v))
+}
+
+/// See the x86_64 version (here the fourth lane is 0).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn as_lanes(v: Vec3A) -> Vec4 {
+    v.extend(0.0)
 }
 
 /// Appends the bounds of every primitive lane of `nodes`.
