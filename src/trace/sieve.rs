@@ -105,10 +105,14 @@ impl<'w> Sieve<'w> {
         }
         // A ray starting on a facet's border plane may meet the facet
         // outside its bounds (the search sends those to the walk). Asked of
-        // every lane (the filter's answer is nearly always no, without a
-        // branch taken), kept for the clear rays.
+        // the clear rays only: asking every lane without a branch cost
+        // 30-40 instructions per ray more on maps with patches, and
+        // callgrind's simulated mispredictions did not rise.
         let mut on_border = 0;
-        for lane in 0..4 {
+        let mut asked = rays;
+        while asked != 0 {
+            let lane = asked.trailing_zeros() as usize;
+            asked &= asked - 1;
             let centre = |k: usize| start[k][lane] + (mins[k][lane] + maxs[k][lane]) * 0.5;
             let centre = Vec3A::new(centre(0), centre(1), centre(2));
             on_border |= u32::from(self.border_starts.may_hold(centre)) << lane;
