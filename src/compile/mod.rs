@@ -3,6 +3,7 @@
 
 pub mod bevels;
 mod brushes;
+mod fragment;
 pub mod onion;
 pub mod patch;
 pub mod source_tree;

@@ -17,6 +17,7 @@
 //! and patch ranges), so ray and box sweeps see the same brushes in the same
 //! order and answer exactly as before; only their walk gets deeper.
 
+use super::fragment::{self, Planes};
 use super::CompileError;
 use crate::math::{dvec, DVec3, Vec3, Winding, PLANE_SIDE_EPSILON};
 use crate::world::{self, HullLeaf, HullSpec, WorldData};
@@ -26,10 +27,6 @@ use std::collections::HashMap;
 const MAX_DEPTH: usize = super::tree::MAX_DEPTH;
 /// Splitting planes scored per node (a deterministic sample when there are more).
 const MAX_CANDIDATES: usize = 32;
-/// Cost of cutting one fragment in two, against one unit of imbalance.
-const SPLIT_COST: i64 = 5;
-/// Extra cost of a non-axial splitter.
-const NON_AXIAL_COST: i64 = 2;
 /// How far beyond a patch's bounds grown by the hull box it is still listed
 /// (units): above the clip's 1/8-unit touch zone and f32 rounding.
 pub const PATCH_MARGIN: f32 = 1.0;
@@ -114,31 +111,16 @@ impl PlaneSet {
     }
 }
 
-#[derive(Clone)]
-struct Face {
-    /// Outward plane of the fragment, in f64.
-    normal: DVec3,
-    dist: f64,
-    /// Canonical plane id.
-    canon: u32,
-    winding: Winding,
-    /// An obstacle face not yet used as a splitter on this path.
-    candidate: bool,
-}
-
-#[derive(Clone)]
-struct Fragment {
+/// What an obstacle fragment belongs to.
+#[derive(Clone, Copy)]
+struct Owner {
     hull: u32,
     brush: u32,
-    faces: Vec<Face>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Class {
-    Front,
-    Back,
-    Split,
-}
+/// A fragment of a brush's obstacle for a hull; each face records its
+/// outward plane in f64 (obstacle planes are not world planes).
+type Fragment = fragment::Fragment<Owner, (DVec3, f64)>;
 
 /// The obstacle of `brush` for a hull: its sides pushed out, with their polygons.
 fn obstacle(
@@ -188,18 +170,19 @@ fn obstacle(
         }
         if alive && winding_area(&winding) > 1e-3 {
             let (canon, _) = planes.id(n, d);
-            faces.push(Face {
-                normal,
-                dist,
+            faces.push(fragment::Face {
                 canon,
+                plane: (normal, dist),
                 winding,
                 candidate: true,
             });
         }
     }
     (faces.len() >= 4).then_some(Fragment {
-        hull,
-        brush: brush_index,
+        owner: Owner {
+            hull,
+            brush: brush_index,
+        },
         faces,
     })
 }
@@ -320,7 +303,7 @@ impl Refiner<'_> {
         self.nodes.push(node);
         let plane = self.world.planes[node.plane as usize];
         let (canon, flipped) = self.planes.id(plane.normal(), plane.dist);
-        let (mut front, mut back) = self.partition(fragments, canon);
+        let (mut front, mut back) = fragment::partition(self, fragments, canon);
         if flipped {
             // The node's front is the canonical plane's back.
             std::mem::swap(&mut front, &mut back);
@@ -342,7 +325,7 @@ impl Refiner<'_> {
         if depth > MAX_DEPTH {
             return Err(CompileError::TooDeep(MAX_DEPTH));
         }
-        let Some(split) = self.choose_split(&fragments) else {
+        let Some(split) = fragment::choose_split(self, &fragments, MAX_CANDIDATES) else {
             return Ok(self.make_leaf(leaf, &fragments));
         };
         let index = self.nodes.len();
@@ -352,7 +335,7 @@ impl Refiner<'_> {
             children: [0, 0],
             flags: 0,
         });
-        let (front, back) = self.partition(fragments, split);
+        let (front, back) = fragment::partition(self, fragments, split);
         let c0 = self.refine_leaf(leaf, front, depth + 1)?;
         let c1 = self.refine_leaf(leaf, back, depth + 1)?;
         self.nodes[index].children = [c0, c1];
@@ -365,8 +348,8 @@ impl Refiner<'_> {
         for h in 0..self.hulls as u32 {
             let mut brushes: Vec<u32> = fragments
                 .iter()
-                .filter(|f| f.hull == h)
-                .map(|f| f.brush)
+                .filter(|f| f.owner.hull == h)
+                .map(|f| f.owner.brush)
                 .collect();
             brushes.sort_unstable();
             brushes.dedup();
@@ -374,137 +357,31 @@ impl Refiner<'_> {
         }
         -1 - index as i32
     }
+}
 
-    fn choose_split(&self, fragments: &[Fragment]) -> Option<u32> {
-        let candidates: Vec<u32> = fragments
-            .iter()
-            .flat_map(|f| f.faces.iter().filter(|x| x.candidate).map(|x| x.canon))
-            .collect();
-        super::tree::best_splitter(candidates, MAX_CANDIDATES, |c| {
-            let (mut front, mut back, mut splits) = (0i64, 0i64, 0i64);
-            for f in fragments {
-                match self.classify(f, c) {
-                    Class::Front => front += 1,
-                    Class::Back => back += 1,
-                    Class::Split => splits += 1,
-                }
-            }
-            let cost = if self.planes.is_axial(c) {
-                0
-            } else {
-                NON_AXIAL_COST
-            };
-            SPLIT_COST * splits + (front - back).abs() + cost
-        })
+impl Planes for Refiner<'_> {
+    type Owner = Owner;
+    type FacePlane = (DVec3, f64);
+
+    fn plane(&self, canon: u32) -> (DVec3, f64) {
+        self.planes.f64(canon)
     }
 
-    fn classify(&self, f: &Fragment, canon: u32) -> Class {
+    fn is_axial(&self, canon: u32) -> bool {
+        self.planes.is_axial(canon)
+    }
+
+    fn face_plane(&self, plane: &(DVec3, f64)) -> (DVec3, f64) {
+        *plane
+    }
+
+    fn faces_along(&self, plane: &(DVec3, f64), canon: u32) -> bool {
+        plane.0.dot(self.planes.f64(canon).0) > 0.0
+    }
+
+    fn cap_planes(&self, canon: u32) -> [(DVec3, f64); 2] {
         let (n, d) = self.planes.f64(canon);
-        if let Some(face) = f.faces.iter().find(|x| x.canon == canon) {
-            // The fragment lies behind its own face.
-            return if face.normal.dot(n) > 0.0 {
-                Class::Back
-            } else {
-                Class::Front
-            };
-        }
-        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-        for face in &f.faces {
-            for p in &face.winding.points {
-                let t = p.dot(n) - d;
-                lo = lo.min(t);
-                hi = hi.max(t);
-            }
-        }
-        if lo >= -PLANE_SIDE_EPSILON {
-            Class::Front
-        } else if hi <= PLANE_SIDE_EPSILON {
-            Class::Back
-        } else {
-            Class::Split
-        }
-    }
-
-    fn partition(&self, fragments: Vec<Fragment>, canon: u32) -> (Vec<Fragment>, Vec<Fragment>) {
-        let (mut front, mut back) = (Vec::new(), Vec::new());
-        for mut f in fragments {
-            let class = self.classify(&f, canon);
-            for face in f.faces.iter_mut() {
-                if face.canon == canon {
-                    face.candidate = false;
-                }
-            }
-            match class {
-                Class::Front => front.push(f),
-                Class::Back => back.push(f),
-                Class::Split => {
-                    let (a, b) = self.split_fragment(&f, canon);
-                    front.extend(a);
-                    back.extend(b);
-                }
-            }
-        }
-        (front, back)
-    }
-
-    /// Cuts a fragment in two, capping each half with a face on the plane.
-    fn split_fragment(&self, f: &Fragment, canon: u32) -> (Option<Fragment>, Option<Fragment>) {
-        let (n, d) = self.planes.f64(canon);
-        let mut front_faces = Vec::with_capacity(f.faces.len() + 1);
-        let mut back_faces = Vec::with_capacity(f.faces.len() + 1);
-        for face in &f.faces {
-            let (a, b) = face.winding.split(n, d, PLANE_SIDE_EPSILON);
-            if !a.is_empty() {
-                front_faces.push(Face {
-                    winding: a,
-                    ..face.clone()
-                });
-            }
-            if !b.is_empty() {
-                back_faces.push(Face {
-                    winding: b,
-                    ..face.clone()
-                });
-            }
-        }
-        let mut cap = Winding::base_for_plane(n, d);
-        for face in &f.faces {
-            if !cap.clip_back(face.normal, face.dist, PLANE_SIDE_EPSILON) {
-                break;
-            }
-        }
-        if cap.is_empty() {
-            // Numerically the plane misses the fragment: keep it on its bulkier side.
-            return if front_faces.len() >= back_faces.len() {
-                (Some(f.clone()), None)
-            } else {
-                (None, Some(f.clone()))
-            };
-        }
-        let mut cap_front = cap.clone();
-        cap_front.points.reverse();
-        front_faces.push(Face {
-            normal: -n,
-            dist: -d,
-            canon,
-            winding: cap_front,
-            candidate: false,
-        });
-        back_faces.push(Face {
-            normal: n,
-            dist: d,
-            canon,
-            winding: cap,
-            candidate: false,
-        });
-        let keep = |faces: Vec<Face>| {
-            (faces.len() >= 4).then_some(Fragment {
-                hull: f.hull,
-                brush: f.brush,
-                faces,
-            })
-        };
-        (keep(front_faces), keep(back_faces))
+        [(-n, -d), (n, d)]
     }
 }
 

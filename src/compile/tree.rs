@@ -7,9 +7,10 @@
 //! (an empty leaf). Patches are filed into every leaf their bounds touch.
 
 use super::brushes::BrushInput;
+use super::fragment::{self, Planes};
 use super::patch::PatchInput;
 use super::CompileError;
-use crate::math::{dvec, DVec3, Winding, PLANE_SIDE_EPSILON, TREE_WALK_SLACK};
+use crate::math::{dvec, DVec3, TREE_WALK_SLACK};
 use crate::source::q3bsp;
 use crate::world::{self, WorldData};
 use std::collections::{HashMap, HashSet};
@@ -18,10 +19,6 @@ use std::collections::{HashMap, HashSet};
 pub const MAX_DEPTH: usize = 2048;
 /// Splitting planes scored per node (a deterministic sample when there are more).
 const MAX_CANDIDATES: usize = 48;
-/// Cost of cutting one fragment in two, against one unit of imbalance.
-const SPLIT_COST: i64 = 5;
-/// Extra cost of a non-axial splitter (axial ones are cheaper to walk).
-const NON_AXIAL_COST: i64 = 2;
 
 pub struct BuildStats {
     pub bevels_added: usize,
@@ -107,28 +104,9 @@ impl PlaneCanon {
     }
 }
 
-#[derive(Clone)]
-struct FragFace {
-    /// World plane, normal pointing out of the fragment.
-    plane: u32,
-    canon: u32,
-    winding: Winding,
-    /// A real brush face not yet used as a splitter on this path.
-    candidate: bool,
-}
-
-#[derive(Clone)]
-struct Fragment {
-    brush: u32,
-    faces: Vec<FragFace>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Class {
-    Front,
-    Back,
-    Split,
-}
+/// A fragment of a brush (its index); each face records its world plane,
+/// whose normal points out of the fragment.
+type Fragment = fragment::Fragment<u32, u32>;
 
 struct Builder<'a> {
     world: &'a mut WorldData,
@@ -150,11 +128,11 @@ pub fn build(
         .iter()
         .filter(|b| b.faces.len() >= 4)
         .map(|b| Fragment {
-            brush: b.index,
+            owner: b.index,
             faces: b
                 .faces
                 .iter()
-                .map(|f| FragFace {
+                .map(|f| fragment::Face {
                     plane: f.plane,
                     canon: canon.of(f.plane).0,
                     winding: f.winding.clone(),
@@ -206,7 +184,7 @@ impl Builder<'_> {
         if depth > MAX_DEPTH {
             return Err(CompileError::TooDeep(MAX_DEPTH));
         }
-        let Some(split) = self.choose_split(&fragments) else {
+        let Some(split) = fragment::choose_split(self, &fragments, MAX_CANDIDATES) else {
             return Ok(self.make_leaf(&fragments));
         };
         let node_index = self.world.nodes.len();
@@ -215,7 +193,7 @@ impl Builder<'_> {
             children: [0, 0],
             flags: 0,
         });
-        let (front, back) = self.partition(fragments, split);
+        let (front, back) = fragment::partition(self, fragments, split);
         let front_child = self.build_node(front, depth + 1)?;
         let back_child = self.build_node(back, depth + 1)?;
         self.world.nodes[node_index].children = [front_child, back_child];
@@ -223,7 +201,7 @@ impl Builder<'_> {
     }
 
     fn make_leaf(&mut self, fragments: &[Fragment]) -> i32 {
-        let mut brushes: Vec<u32> = fragments.iter().map(|f| f.brush).collect();
+        let mut brushes: Vec<u32> = fragments.iter().map(|f| f.owner).collect();
         // Brushes are numbered in the source's leaf order: the reference keeps
         // the first of two equal contacts.
         brushes.sort_unstable();
@@ -247,144 +225,32 @@ impl Builder<'_> {
         let p = &self.world.planes[plane as usize];
         (dvec(p.normal()), p.dist as f64)
     }
+}
 
-    /// Picks the canonical plane that best balances the fragments while
-    /// cutting the fewest, or `None` when no candidate face is left.
-    fn choose_split(&self, fragments: &[Fragment]) -> Option<u32> {
-        let candidates: Vec<u32> = fragments
-            .iter()
-            .flat_map(|f| f.faces.iter().filter(|x| x.candidate).map(|x| x.canon))
-            .collect();
-        best_splitter(candidates, MAX_CANDIDATES, |c| {
-            let (mut front, mut back, mut splits) = (0i64, 0i64, 0i64);
-            for f in fragments {
-                match self.classify(f, c) {
-                    Class::Front => front += 1,
-                    Class::Back => back += 1,
-                    Class::Split => splits += 1,
-                }
-            }
-            let axial = self.world.planes[c as usize].axis < 3;
-            SPLIT_COST * splits + (front - back).abs() + if axial { 0 } else { NON_AXIAL_COST }
-        })
+impl Planes for Builder<'_> {
+    type Owner = u32;
+    type FacePlane = u32;
+
+    fn plane(&self, canon: u32) -> (DVec3, f64) {
+        self.plane_f64(canon)
     }
 
-    fn classify(&self, f: &Fragment, canon: u32) -> Class {
-        if let Some(face) = f.faces.iter().find(|x| x.canon == canon) {
-            // The fragment lies behind its own face.
-            return if face.plane == canon {
-                Class::Back
-            } else {
-                Class::Front
-            };
-        }
-        let (n, d) = self.plane_f64(canon);
-        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-        for face in &f.faces {
-            for p in &face.winding.points {
-                let t = p.dot(n) - d;
-                lo = lo.min(t);
-                hi = hi.max(t);
-            }
-        }
-        if lo >= -PLANE_SIDE_EPSILON {
-            Class::Front
-        } else if hi <= PLANE_SIDE_EPSILON {
-            Class::Back
-        } else {
-            Class::Split
-        }
+    fn is_axial(&self, canon: u32) -> bool {
+        self.world.planes[canon as usize].axis < 3
     }
 
-    fn partition(
-        &mut self,
-        fragments: Vec<Fragment>,
-        canon: u32,
-    ) -> (Vec<Fragment>, Vec<Fragment>) {
+    fn face_plane(&self, plane: &u32) -> (DVec3, f64) {
+        self.plane_f64(*plane)
+    }
+
+    fn faces_along(&self, plane: &u32, canon: u32) -> bool {
+        *plane == canon
+    }
+
+    /// The front half's cap lies on the canonical plane's flipped twin.
+    fn cap_planes(&self, canon: u32) -> [u32; 2] {
         let flipped = self.canon.flip.get(&canon).copied().unwrap_or(canon);
-        let (mut front, mut back) = (Vec::new(), Vec::new());
-        for mut f in fragments {
-            let class = self.classify(&f, canon);
-            for face in f.faces.iter_mut() {
-                if face.canon == canon {
-                    face.candidate = false;
-                }
-            }
-            match class {
-                Class::Front => front.push(f),
-                Class::Back => back.push(f),
-                Class::Split => {
-                    let (a, b) = self.split_fragment(&f, canon, flipped);
-                    front.extend(a);
-                    back.extend(b);
-                }
-            }
-        }
-        (front, back)
-    }
-
-    /// Cuts a fragment in two, capping each half with a face on the plane.
-    fn split_fragment(
-        &self,
-        f: &Fragment,
-        canon: u32,
-        flipped: u32,
-    ) -> (Option<Fragment>, Option<Fragment>) {
-        let (n, d) = self.plane_f64(canon);
-        let mut front_faces = Vec::with_capacity(f.faces.len() + 1);
-        let mut back_faces = Vec::with_capacity(f.faces.len() + 1);
-        for face in &f.faces {
-            let (a, b) = face.winding.split(n, d, PLANE_SIDE_EPSILON);
-            if !a.is_empty() {
-                front_faces.push(FragFace {
-                    winding: a,
-                    ..face.clone()
-                });
-            }
-            if !b.is_empty() {
-                back_faces.push(FragFace {
-                    winding: b,
-                    ..face.clone()
-                });
-            }
-        }
-        // The cap: the plane's polygon inside the fragment.
-        let mut cap = Winding::base_for_plane(n, d);
-        for face in &f.faces {
-            let (fnormal, fdist) = self.plane_f64(face.plane);
-            if !cap.clip_back(fnormal, fdist, PLANE_SIDE_EPSILON) {
-                break;
-            }
-        }
-        if cap.is_empty() {
-            // Numerically the plane misses the fragment: keep it on its bulkier side.
-            return if front_faces.len() >= back_faces.len() {
-                (Some(f.clone()), None)
-            } else {
-                (None, Some(f.clone()))
-            };
-        }
-        let mut cap_front = cap.clone();
-        cap_front.points.reverse();
-        front_faces.push(FragFace {
-            plane: flipped,
-            canon,
-            winding: cap_front,
-            candidate: false,
-        });
-        back_faces.push(FragFace {
-            plane: canon,
-            canon,
-            winding: cap,
-            candidate: false,
-        });
-        let keep = |faces: Vec<FragFace>| {
-            (faces.len() >= 4).then_some(Fragment {
-                brush: f.brush,
-                faces,
-            })
-        };
-        (keep(front_faces), keep(back_faces))
+        [flipped, canon]
     }
 }
 
@@ -424,30 +290,4 @@ fn file_patches(world: &mut WorldData, patches: &[PatchInput]) {
         leaf.num_patches = list.len() as u32;
         world.leaf_patches.extend_from_slice(list);
     }
-}
-
-/// The candidate plane with the lowest `score` (the first of equal ones),
-/// scoring at most `max_candidates` of them (an even sample when there are
-/// more); `None` when there is no candidate.
-pub(super) fn best_splitter(
-    mut candidates: Vec<u32>,
-    max_candidates: usize,
-    score: impl Fn(u32) -> i64,
-) -> Option<u32> {
-    candidates.sort_unstable();
-    candidates.dedup();
-    if candidates.len() > max_candidates {
-        let step = candidates.len() as f64 / max_candidates as f64;
-        candidates = (0..max_candidates)
-            .map(|k| candidates[(k as f64 * step) as usize])
-            .collect();
-    }
-    let mut best: Option<(i64, u32)> = None;
-    for c in candidates {
-        let s = score(c);
-        if best.is_none_or(|(b, _)| s < b) {
-            best = Some((s, c));
-        }
-    }
-    best.map(|(_, c)| c)
 }

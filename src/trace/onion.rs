@@ -306,15 +306,7 @@ impl Walk<'_, '_> {
                 child = children[1];
                 continue;
             }
-            let (near, frac_near_end, frac_far_start) = if t1 < t2 {
-                let inv = 1.0 / (t1 - t2);
-                (1usize, (t1 - reach) * inv, (t1 + reach) * inv)
-            } else if t1 > t2 {
-                let inv = 1.0 / (t1 - t2);
-                (0usize, (t1 + reach) * inv, (t1 - reach) * inv)
-            } else {
-                (0usize, 1.0, 0.0)
-            };
+            let (near, frac_near_end, frac_far_start) = super::tree::straddle(t1, t2, reach);
             if below[near ^ 1] & mask != 0 {
                 let frac2 = frac_far_start.clamp(0.0, 1.0);
                 stack.push(Segment {

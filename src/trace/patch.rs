@@ -81,6 +81,17 @@ pub(crate) struct FacetHit {
 }
 
 impl FacetHit {
+    /// A box's hit at `frac` on the plane (`normal`, `dist`) it entered last.
+    fn of_box(frac: f32, normal: Vec3, dist: f32) -> FacetHit {
+        FacetHit {
+            frac,
+            at: frac,
+            normal,
+            dist,
+            ray: false,
+        }
+    }
+
     /// Whether this hit replaces a contact at fraction `f`.
     #[inline(always)]
     pub fn accepted_after(&self, f: f32) -> bool {
@@ -149,6 +160,7 @@ fn shifted_planes<'a>(
 }
 
 /// Enter and leave fractions of a facet being clipped.
+/// The latest entry and earliest exit of a move through a facet's planes.
 struct Clip {
     enter: f32,
     leave: f32,
@@ -157,9 +169,9 @@ struct Clip {
 /// Clips the move against one plane; `None` when the move stays in front of
 /// it (the facet is missed), otherwise whether this plane is the new entry plane.
 #[inline(always)]
-fn clip_plane(n: Vec3, dist: f32, w: &TraceWork, clip: &mut Clip) -> Option<bool> {
-    let d1 = dot(w.start, n) - dist;
-    let d2 = dot(w.end, n) - dist;
+fn clip_plane(n: Vec3, dist: f32, start: Vec3, end: Vec3, clip: &mut Clip) -> Option<bool> {
+    let d1 = dot(start, n) - dist;
+    let d2 = dot(end, n) - dist;
     if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
         return None;
     }
@@ -184,6 +196,43 @@ fn clip_plane(n: Vec3, dist: f32, w: &TraceWork, clip: &mut Clip) -> Option<bool
         }
     }
     Some(false)
+}
+
+/// Where the move `start..end` enters a facet given by its planes, already
+/// shifted for the moving box or shape (the surface plane, then the borders,
+/// the last of which is the surface's back), plane by plane: the fraction
+/// and the plane entered last, or `None` when it misses.
+pub(super) fn enter_facet_planes(
+    surface: (Vec3, f32),
+    borders: impl Iterator<Item = (Vec3, f32)>,
+    num_borders: usize,
+    start: Vec3,
+    end: Vec3,
+) -> Option<(f32, Vec3, f32)> {
+    let mut clip = Clip {
+        enter: -1.0,
+        leave: 1.0,
+    };
+    let mut best = None;
+    if clip_plane(surface.0, surface.1, start, end, &mut clip)? {
+        best = Some(surface);
+    }
+    let mut hit_border = None;
+    for (j, (n, d)) in borders.enumerate() {
+        if clip_plane(n, d, start, end, &mut clip)? {
+            hit_border = Some(j);
+            best = Some((n, d));
+        }
+    }
+    // The last border is the back of the surface, which is never hit.
+    if hit_border.is_some() && hit_border == num_borders.checked_sub(1) {
+        return None;
+    }
+    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < 1.0 {
+        let (n, d) = best?;
+        return Some((clip.enter, n, d));
+    }
+    None
 }
 
 /// The box's hit on facet `facet`, on its own: from the kernel's lanes when
@@ -254,13 +303,7 @@ fn box_facet_hit_lanes(
     let (frac, plane) = facet_entry(clip.finish(), facet)?;
     let (surface, borders) = shifted_planes(world, facet, w);
     let (normal, dist) = entry_plane(plane, surface, borders)?;
-    Some(FacetHit {
-        frac,
-        at: frac,
-        normal,
-        dist,
-        ray: false,
-    })
+    Some(FacetHit::of_box(frac, normal, dist))
 }
 
 /// A facet's clip through the brush clip's crossings as a facet hit: the
@@ -292,38 +335,15 @@ pub(super) fn entry_plane(
 
 /// The box's hit on `facet`, plane by plane.
 fn box_facet_hit_planes(world: &World, facet: &Facet, w: &TraceWork) -> Option<FacetHit> {
-    let mut clip = Clip {
-        enter: -1.0,
-        leave: 1.0,
-    };
     let (surface, borders) = shifted_planes(world, facet, w);
-    let mut best = None;
-    if clip_plane(surface.0, surface.1, w, &mut clip)? {
-        best = Some(surface);
-    }
-    let mut hit_border = None;
-    for (j, (n, d)) in borders.enumerate() {
-        let entered = clip_plane(n, d, w, &mut clip)?;
-        if entered {
-            hit_border = Some(j);
-            best = Some((n, d));
-        }
-    }
-    // The last border is the back of the surface, which is never hit.
-    if hit_border.is_some() && hit_border == (facet.num_borders as usize).checked_sub(1) {
-        return None;
-    }
-    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < 1.0 {
-        let (normal, dist) = best?;
-        return Some(FacetHit {
-            frac: clip.enter,
-            at: clip.enter,
-            normal,
-            dist,
-            ray: false,
-        });
-    }
-    None
+    let (frac, normal, dist) = enter_facet_planes(
+        surface,
+        borders,
+        facet.num_borders as usize,
+        w.start.into(),
+        w.end.into(),
+    )?;
+    Some(FacetHit::of_box(frac, normal, dist))
 }
 
 /// How a ray relates to one plane: whether it starts in front, and the

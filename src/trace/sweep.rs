@@ -9,11 +9,11 @@
 
 use super::brush::{clip_planes, clip_pushed, BrushClip};
 use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Found, Outcome};
-use super::patch::{entry_plane, facet_entry, facet_lanes, patch_in_reach};
+use super::patch::{enter_facet_planes, entry_plane, facet_entry, facet_lanes, patch_in_reach};
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::tree::{BoxLeaves, Lists, SOURCE_FAR_REACH};
 use super::work::{Scratch, TraceQuery, TraceResult};
-use crate::math::{Vec3, SURFACE_CLIP_EPSILON, TREE_WALK_SLACK};
+use crate::math::{Vec3, TREE_WALK_SLACK};
 use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
 use glam::{Vec3A, Vec4};
 
@@ -378,15 +378,7 @@ fn walk_segment<S: Support>(
             child = node.children[1];
             continue;
         }
-        let (near, frac_near_end, frac_far_start) = if t1 < t2 {
-            let inv = 1.0 / (t1 - t2);
-            (1usize, (t1 - reach) * inv, (t1 + reach) * inv)
-        } else if t1 > t2 {
-            let inv = 1.0 / (t1 - t2);
-            (0usize, (t1 + reach) * inv, (t1 - reach) * inv)
-        } else {
-            (0usize, 1.0, 0.0)
-        };
+        let (near, frac_near_end, frac_far_start) = super::tree::straddle(t1, t2, reach);
         if node.below[near ^ 1] & mask != 0 {
             let frac2 = frac_far_start.clamp(0.0, 1.0);
             stack.push(Segment {
@@ -694,42 +686,6 @@ fn shifted_facet_planes<'a, S: Support>(
     (surface_plane, borders)
 }
 
-struct FacetClip {
-    enter: f32,
-    leave: f32,
-}
-
-/// Clips the move against one plane; `None` when the facet is missed,
-/// otherwise whether this plane is the new entry plane.
-#[inline(always)]
-fn clip_plane(n: Vec3, dist: f32, start: Vec3, end: Vec3, clip: &mut FacetClip) -> Option<bool> {
-    let d1 = dot(start, n) - dist;
-    let d2 = dot(end, n) - dist;
-    if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
-        return None;
-    }
-    if d1 <= 0.0 && d2 <= 0.0 {
-        return Some(false);
-    }
-    let denom = (d1 - d2) as f64;
-    if d1 > d2 {
-        // Clamped as the brush clip does (a -0.0 stays; `max` may not keep it).
-        let f = ((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32;
-        let f = if f < 0.0 { 0.0 } else { f };
-        if f > clip.enter {
-            clip.enter = f;
-            return Some(true);
-        }
-    } else {
-        let f = ((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32;
-        let f = if f > 1.0 { 1.0 } else { f };
-        if f < clip.leave {
-            clip.leave = f;
-        }
-    }
-    Some(false)
-}
-
 /// Where the move hits facet `facet` (fraction, plane normal and
 /// distance), on its own: from the kernel's lanes when the world has them
 /// (the brush clip's crossings, with no branch per plane), else plane by
@@ -765,31 +721,8 @@ fn facet_hit_planes<S: Support>(
     start: Vec3,
     end: Vec3,
 ) -> Option<(f32, Vec3, f32)> {
-    let mut clip = FacetClip {
-        enter: -1.0,
-        leave: 1.0,
-    };
     let (surface, borders) = shifted_facet_planes(world, facet, shape);
-    let mut best = None;
-    if clip_plane(surface.0, surface.1, start, end, &mut clip)? {
-        best = Some(surface);
-    }
-    let mut hit_border = None;
-    for (j, (n, d)) in borders.enumerate() {
-        if clip_plane(n, d, start, end, &mut clip)? {
-            hit_border = Some(j);
-            best = Some((n, d));
-        }
-    }
-    // The last border is the back of the surface, which is never hit.
-    if hit_border.is_some() && hit_border == (facet.num_borders as usize).checked_sub(1) {
-        return None;
-    }
-    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < 1.0 {
-        let (n, d) = best?;
-        return Some((clip.enter, n, d));
-    }
-    None
+    enter_facet_planes(surface, borders, facet.num_borders as usize, start, end)
 }
 
 /// The fast trace's view of a shape sweep (see [`super::fast`]).

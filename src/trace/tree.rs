@@ -539,15 +539,7 @@ fn descend<P: Probe, N: Nodes, const RAY: bool>(
             continue;
         }
         // The segment straddles the (thickened) plane: near side now, far side later.
-        let (near, frac_near_end, frac_far_start) = if t1 < t2 {
-            let inv = 1.0 / (t1 - t2);
-            (1usize, (t1 - reach) * inv, (t1 + reach) * inv)
-        } else if t1 > t2 {
-            let inv = 1.0 / (t1 - t2);
-            (0usize, (t1 + reach) * inv, (t1 - reach) * inv)
-        } else {
-            (0usize, 1.0, 0.0)
-        };
+        let (near, frac_near_end, frac_far_start) = straddle(t1, t2, reach);
         if node.below[near ^ 1] & mask != 0 {
             let frac2 = frac_far_start.clamp(0.0, 1.0);
             stack.push(Segment {
@@ -567,6 +559,24 @@ fn descend<P: Probe, N: Nodes, const RAY: bool>(
         child = node.children[near];
     }
     Some((child, p1f))
+}
+
+/// How a segment whose ends lie `t1` and `t2` from a plane crosses the plane
+/// thickened by `reach` on each side: the child its start is on (0 front, 1
+/// back), the fraction where it leaves that child's side of the thick plane,
+/// and the fraction where it enters the other child's (unclamped). A segment
+/// parallel to the plane stays on the front side whole.
+#[inline(always)]
+pub(super) fn straddle(t1: f32, t2: f32, reach: f32) -> (usize, f32, f32) {
+    if t1 < t2 {
+        let inv = 1.0 / (t1 - t2);
+        (1, (t1 - reach) * inv, (t1 + reach) * inv)
+    } else if t1 > t2 {
+        let inv = 1.0 / (t1 - t2);
+        (0, (t1 + reach) * inv, (t1 - reach) * inv)
+    } else {
+        (0, 1.0, 0.0)
+    }
 }
 
 /// Whether the box `b` overlaps `lo..=hi`.
