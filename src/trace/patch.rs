@@ -18,13 +18,14 @@ use std::ops::Index;
 
 /// `a · b` summed left to right in f32, as the reference does for patch planes.
 #[inline(always)]
-fn dot(a: impl Into<Vec3>, b: Vec3) -> f32 {
+pub(super) fn dot(a: impl Into<Vec3>, b: Vec3) -> f32 {
     let a = a.into();
     a.x * b.x + a.y * b.y + a.z * b.z
 }
 
+/// A patch plane's normal.
 #[inline(always)]
-fn normal(p: &PatchPlane) -> Vec3 {
+pub(super) fn normal(p: &PatchPlane) -> Vec3 {
     Vec3::new(p.plane[0], p.plane[1], p.plane[2])
 }
 

@@ -9,12 +9,14 @@
 
 use super::brush::{clip_planes, clip_pushed, BrushClip};
 use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Found, Outcome};
-use super::patch::{enter_facet_planes, entry_plane, facet_entry, facet_lanes, patch_in_reach};
+use super::patch::{
+    self, dot, enter_facet_planes, entry_plane, facet_entry, facet_lanes, patch_in_reach,
+};
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::tree::{BoxLeaves, Lists, SOURCE_FAR_REACH};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::{Vec3, TREE_WALK_SLACK};
-use crate::world::{Brush, Facet, Leaf, Patch, PatchPlane, World};
+use crate::world::{Brush, Facet, Leaf, Patch, World};
 use glam::{Vec3A, Vec4};
 
 /// One shape trace's set-up and result.
@@ -628,17 +630,6 @@ pub(crate) fn shape_in_brush<S: Support>(world: &World, b: usize, shape: &S, at:
         .all(|(normal, dist, _)| at.dot(normal) - (dist + shape.shift(normal)) <= 0.0)
 }
 
-/// `a · b` summed left to right in f32, as the reference does for patch planes.
-#[inline(always)]
-fn dot(a: Vec3, b: Vec3) -> f32 {
-    a.x * b.x + a.y * b.y + a.z * b.z
-}
-
-#[inline(always)]
-fn patch_normal(p: &PatchPlane) -> Vec3 {
-    Vec3::new(p.plane[0], p.plane[1], p.plane[2])
-}
-
 fn trace_through_patch<S: Support>(world: &World, patch: &Patch, w: &mut ShapeWork<S>) {
     if !patch_in_reach(patch, &w.bounds) {
         return;
@@ -669,7 +660,7 @@ fn shifted_facet_planes<'a, S: Support>(
     shape: &'a S,
 ) -> ((Vec3, f32), impl Iterator<Item = (Vec3, f32)> + 'a) {
     let surface = &world.patch_planes[facet.surface_plane as usize];
-    let n = patch_normal(surface);
+    let n = patch::normal(surface);
     let surface_plane = (n, surface.plane[3] + shape.shift(n));
     let first = facet.first_border as usize;
     let borders = world.facet_borders[first..first + facet.num_borders as usize]
@@ -677,9 +668,9 @@ fn shifted_facet_planes<'a, S: Support>(
         .map(move |b| {
             let p = &world.patch_planes[b.plane as usize];
             let (n, d) = if b.inward != 0 {
-                (-patch_normal(p), -p.plane[3])
+                (-patch::normal(p), -p.plane[3])
             } else {
-                (patch_normal(p), p.plane[3])
+                (patch::normal(p), p.plane[3])
             };
             (n, d + shape.shift(n))
         });
