@@ -154,10 +154,10 @@ pub struct ServeArgs {
 /// A configuration that cannot be used.
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("config file {path}: {message}")]
     Syntax { path: PathBuf, message: String },
@@ -198,9 +198,9 @@ pub fn file_keys(serve: &Command) -> Vec<String> {
 
 /// Reads `path` and makes its values the defaults of `serve`'s arguments.
 pub fn apply_file(serve: Command, path: &Path) -> Result<Command, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_owned(),
-        source,
+        error,
     })?;
     apply_toml(serve, &text, path)
 }

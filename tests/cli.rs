@@ -148,11 +148,13 @@ fn bad_lines_give_error_objects_and_exit_status_1() {
 fn a_missing_world_is_an_error() {
     let out = run_trace(&["--world", "/nonexistent/dir/nomap.bsp"], "");
     assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("nomap.bsp"),
-        "the error names the file: {}",
-        String::from_utf8_lossy(&out.stderr)
+        stderr.contains("nomap.bsp"),
+        "the error names the file: {stderr}"
     );
+    // The cause once: an error's message and its source are not both printed.
+    assert_eq!(stderr.matches("os error").count(), 1, "{stderr}");
 }
 
 /// `bspq check` on each committed map: the fast paths agree with the walk

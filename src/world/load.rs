@@ -12,18 +12,20 @@ use thiserror::Error;
 /// Largest world source file we read into memory.
 pub const MAX_SOURCE_BYTES: u64 = 512 * 1024 * 1024;
 
+// Each message holds its cause's text, so no variant also reports the cause
+// as its `source()`: a chain printed in full (`{:#}`) would say it twice.
 #[derive(Debug, Error)]
 pub enum LoadError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path} is larger than the limit of {limit} bytes")]
     TooLarge { path: PathBuf, limit: u64 },
-    #[error("{0}")]
+    #[error(transparent)]
     Source(#[from] SourceError),
-    #[error("{0}")]
+    #[error(transparent)]
     Compile(#[from] CompileError),
     #[error("{path} is a pk3 archive: name a member, e.g. {path}:{example}")]
     NeedMember { path: PathBuf, example: String },
@@ -32,7 +34,13 @@ pub enum LoadError {
     )]
     UnknownFormat,
     #[error("compiled world: {0}")]
-    Format(#[from] FormatError),
+    Format(FormatError),
+}
+
+impl From<FormatError> for LoadError {
+    fn from(error: FormatError) -> Self {
+        LoadError::Format(error)
+    }
 }
 
 /// A world spec: `FILE` or `ARCHIVE.pk3:maps/NAME.bsp`.
@@ -78,9 +86,9 @@ impl WorldSpec {
 }
 
 fn read_limited(path: &Path) -> Result<Vec<u8>, LoadError> {
-    let io = |source| LoadError::Io {
+    let io = |error| LoadError::Io {
         path: path.to_owned(),
-        source,
+        error,
     };
     let len = std::fs::metadata(path).map_err(io)?.len();
     if len > MAX_SOURCE_BYTES {
@@ -347,9 +355,9 @@ pub fn open_world(spec: &WorldSpec, options: &CompileOptions) -> Result<LoadedWo
 /// Loads `path` if it is a compiled world file (`None` if it is something else).
 pub fn open_compiled_file(path: &Path) -> Result<Option<LoadedWorld>, LoadError> {
     use std::io::Read;
-    let io = |source| LoadError::Io {
+    let io = |error| LoadError::Io {
         path: path.to_owned(),
-        source,
+        error,
     };
     let mut file = std::fs::File::open(path).map_err(io)?;
     let mut magic = [0u8; 8];
