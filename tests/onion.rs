@@ -315,3 +315,56 @@ fn query_lines_name_hulls() {
     // Without a world, a hull line cannot be answered.
     assert_eq!(parsed.request().unwrap_err().code(), "unknown_hull");
 }
+
+/// The hull node budget: a compile whose hulls need more nodes than it
+/// allows fails with `HullBudget` (a clear error, not minutes of work and a
+/// huge file); the nodes a compile within budget adds fit that budget
+/// exactly; `bspq compile` reports the failure once, with exit status 1.
+#[test]
+fn hulls_beyond_the_node_budget_are_a_clear_error() {
+    let source = std::fs::read(common::map_path("q3dm6ish")).unwrap();
+    let with_budget = |budget: usize| {
+        compile_source(
+            &source,
+            "q3dm6ish",
+            &CompileOptions {
+                hulls: hulls(),
+                hull_node_budget: budget,
+                ..CompileOptions::default()
+            },
+        )
+    };
+    let built = with_budget(bspq::compile::DEFAULT_HULL_NODE_BUDGET).unwrap();
+    let needed = built.info.onion.as_ref().unwrap().nodes_added;
+    assert!(needed > 0);
+    assert!(with_budget(needed).is_ok(), "exactly enough is enough");
+    let err = with_budget(needed - 1).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            bspq::world::load::LoadError::Compile(bspq::compile::CompileError::HullBudget(b))
+                if b == needed - 1
+        ),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .arg("compile")
+        .arg(common::map_path("q3dm6ish"))
+        .arg("-o")
+        .arg(dir.path().join("w.bspq"))
+        .args([
+            "--hull",
+            "stand=-15,-15,-24,15,15,32",
+            "--max-hull-nodes",
+            "100",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("hull node budget").count(), 1, "{stderr}");
+    assert!(stderr.contains("budget of 100 tree nodes"), "{stderr}");
+    assert!(!dir.path().join("w.bspq").exists(), "nothing written");
+}

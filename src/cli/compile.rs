@@ -24,6 +24,10 @@ pub struct CompileArgs {
     /// Register a box size as an onion hull: NAME=minx,miny,minz,maxx,maxy,maxz (repeatable).
     #[arg(long = "hull", value_parser = parse_hull)]
     hulls: Vec<HullSpec>,
+    /// The most tree nodes the onion hulls may add (about 100 bytes of world
+    /// file each); a map that needs more fails with a clear error.
+    #[arg(long, value_name = "N", default_value_t = bspq::compile::DEFAULT_HULL_NODE_BUDGET)]
+    max_hull_nodes: usize,
     #[command(flatten)]
     bevels: super::BevelArgs,
     /// Print only errors.
@@ -114,6 +118,7 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
         curves: !args.no_curves,
         hulls: args.hulls.clone(),
         shape_bevels: args.bevels.options(),
+        hull_node_budget: args.max_hull_nodes,
     };
     let bytes = progress
         .stage("read", || read_source(&spec))

@@ -27,6 +27,12 @@ use std::collections::HashMap;
 const MAX_DEPTH: usize = super::tree::MAX_DEPTH;
 /// Splitting planes scored per node (a deterministic sample when there are more).
 const MAX_CANDIDATES: usize = 32;
+/// The splitting work the hull budget allows per node of it: faces of the
+/// fragments reaching a leaf being refined, summed over the leaves refined
+/// (what the compile's time follows). Real maps measured 60-400 per node
+/// added: a map whose obstacles crowd a few cells fails in seconds rather
+/// than building its first nodes for minutes.
+const WORK_PER_BUDGET_NODE: u64 = 100;
 /// How far beyond a patch's bounds grown by the hull box it is still listed
 /// (units): above the clip's 1/8-unit touch zone and f32 rounding.
 pub const PATCH_MARGIN: f32 = 1.0;
@@ -205,11 +211,24 @@ struct Refiner<'a> {
     leaves: Vec<world::Leaf>,
     /// Per new leaf and hull (leaf-major): the brushes whose obstacle holds the cell.
     hull_brushes: Vec<Vec<u32>>,
+    /// The most nodes the refined tree may hold: the base tree's and the
+    /// budget's ...
+    node_limit: usize,
+    /// ... and the most splitting work (see [`WORK_PER_BUDGET_NODE`]).
+    work_limit: u64,
+    work: u64,
+    budget: usize,
 }
 
 /// Refines `world`'s tree by the obstacles of `hulls` and fills its hull
-/// records (see the module documentation). The world's tree must be built.
-pub fn build(world: &mut WorldData, hulls: &[HullSpec]) -> Result<OnionStats, CompileError> {
+/// records (see the module documentation), adding at most `budget` nodes
+/// with at most [`WORK_PER_BUDGET_NODE`] times that much splitting work.
+/// The world's tree must be built.
+pub fn build(
+    world: &mut WorldData,
+    hulls: &[HullSpec],
+    budget: usize,
+) -> Result<OnionStats, CompileError> {
     if hulls.is_empty() {
         return Ok(OnionStats::default());
     }
@@ -243,6 +262,10 @@ pub fn build(world: &mut WorldData, hulls: &[HullSpec]) -> Result<OnionStats, Co
         nodes: Vec::new(),
         leaves: Vec::new(),
         hull_brushes: Vec::new(),
+        node_limit: old_nodes.saturating_add(budget),
+        work_limit: (budget as u64).saturating_mul(WORK_PER_BUDGET_NODE),
+        work: 0,
+        budget,
     };
     refiner.rebuild(root, fragments, 0)?;
     let Refiner {
@@ -299,8 +322,7 @@ impl Refiner<'_> {
             return self.refine_leaf((-1 - child) as usize, fragments, depth);
         }
         let node = self.base_nodes[child as usize];
-        let index = self.nodes.len();
-        self.nodes.push(node);
+        let index = self.push_node(node)?;
         let plane = self.world.planes[node.plane as usize];
         let (canon, flipped) = self.planes.id(plane.normal(), plane.dist);
         let (mut front, mut back) = fragment::partition(self, fragments, canon);
@@ -325,21 +347,33 @@ impl Refiner<'_> {
         if depth > MAX_DEPTH {
             return Err(CompileError::TooDeep(MAX_DEPTH));
         }
+        self.work += fragments.iter().map(|f| f.faces.len() as u64).sum::<u64>();
+        if self.work > self.work_limit {
+            return Err(CompileError::HullBudget(self.budget));
+        }
         let Some(split) = fragment::choose_split(self, &fragments, MAX_CANDIDATES) else {
             return Ok(self.make_leaf(leaf, &fragments));
         };
-        let index = self.nodes.len();
         let plane = self.planes.world_plane(self.world, split);
-        self.nodes.push(world::Node {
+        let index = self.push_node(world::Node {
             plane,
             children: [0, 0],
             flags: 0,
-        });
+        })?;
         let (front, back) = fragment::partition(self, fragments, split);
         let c0 = self.refine_leaf(leaf, front, depth + 1)?;
         let c1 = self.refine_leaf(leaf, back, depth + 1)?;
         self.nodes[index].children = [c0, c1];
         Ok(index as i32)
+    }
+
+    /// Appends `node`, within the budget: its index.
+    fn push_node(&mut self, node: world::Node) -> Result<usize, CompileError> {
+        if self.nodes.len() >= self.node_limit {
+            return Err(CompileError::HullBudget(self.budget));
+        }
+        self.nodes.push(node);
+        Ok(self.nodes.len() - 1)
     }
 
     fn make_leaf(&mut self, base_leaf: usize, fragments: &[Fragment]) -> i32 {
