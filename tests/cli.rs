@@ -290,3 +290,39 @@ fn bench_reports_every_engine_side_by_side() {
     let agree = report["parry_agree"].as_f64().unwrap_or(0.0);
     assert!(agree > 0.95, "parry3d agrees on {agree}: {report}");
 }
+
+/// `bspq compile --reproducible`: two compiles of one map (with a hull, so
+/// the onion's timing is left out too) write the same bytes, and `inspect`
+/// says the timings were not recorded.
+#[test]
+fn reproducible_compiles_write_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let compile = |name: &str| {
+        let out = dir.path().join(name);
+        let status = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .arg("compile")
+            .arg(common::map_path("q3dm6ish"))
+            .arg("-o")
+            .arg(&out)
+            .args([
+                "--quiet",
+                "--reproducible",
+                "--hull",
+                "stand=-15,-15,-24,15,15,32",
+            ])
+            .status()
+            .expect("bspq runs");
+        assert!(status.success());
+        std::fs::read(&out).unwrap()
+    };
+    let (first, second) = (compile("a.bspq"), compile("b.bspq"));
+    assert!(first == second, "the two compiles differ");
+    let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["inspect", "--world"])
+        .arg(dir.path().join("a.bspq"))
+        .output()
+        .expect("bspq runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("not recorded").count(), 2, "{text}");
+}

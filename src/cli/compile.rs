@@ -30,6 +30,10 @@ pub struct CompileArgs {
     max_hull_nodes: usize,
     #[command(flatten)]
     bevels: super::BevelArgs,
+    /// Leave the compile timings out of the file, so that compiling the same
+    /// map with the same options and bspq version gives the same bytes.
+    #[arg(long)]
+    reproducible: bool,
     /// Print only errors.
     #[arg(short, long)]
     quiet: bool,
@@ -123,9 +127,16 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
     let bytes = progress
         .stage("read", || read_source(&spec))
         .with_context(|| format!("cannot read {}", args.input))?;
-    let data = progress
+    let mut data = progress
         .stage("compile", || compile_source(&bytes, &spec.name(), &options))
         .with_context(|| format!("cannot compile {}", args.input))?;
+    if args.reproducible {
+        // The timings are the only bytes two compiles of one map differ in.
+        data.info.compile_seconds = 0.0;
+        if let Some(onion) = &mut data.info.onion {
+            onion.seconds = 0.0;
+        }
+    }
     let file = progress.stage("serialise", || bspq::world::format::write(&data));
     progress
         .stage("write", || write_atomically(&args.output, &file))

@@ -61,11 +61,11 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             })
             .collect();
         println!(
-            "onion            +{} nodes, +{} leaves ({}), compiled in {:.1} ms",
+            "onion            +{} nodes, +{} leaves ({}), compile time {}",
             onion.nodes_added,
             onion.leaves_added,
             solid.join(", "),
-            onion.seconds * 1e3
+            duration_ms(onion.seconds)
         );
     }
     println!("bounds           {:?} .. {:?}", world.mins, world.maxs);
@@ -171,7 +171,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         "unlisted         {brushes} brushes, {facets} facets reach where the source's tree does not list them"
     );
     println!("bevels added     {}", info.bevels_added);
-    println!("compile time     {:.1} ms", info.compile_seconds * 1000.0);
+    println!("compile time     {}", duration_ms(info.compile_seconds));
     let how = match loaded.file_layout() {
         Some(_) if loaded.is_mapped() => "mapped compiled file, validated",
         Some(_) => "copied compiled file, validated",
@@ -222,5 +222,15 @@ fn print_layout(bytes: &[u8]) -> bool {
             println!("format           bspq compiled world, unreadable: {e}");
             false
         }
+    }
+}
+
+/// A recorded duration, or why there is none: `bspq compile --reproducible`
+/// writes zero (no real compile takes no time).
+fn duration_ms(seconds: f64) -> String {
+    if seconds == 0.0 {
+        "not recorded (compiled with --reproducible)".to_owned()
+    } else {
+        format!("{:.1} ms", seconds * 1000.0)
     }
 }
