@@ -366,5 +366,9 @@ fn hulls_beyond_the_node_budget_are_a_clear_error() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.matches("hull node budget").count(), 1, "{stderr}");
     assert!(stderr.contains("budget of 100 tree nodes"), "{stderr}");
+    assert!(
+        stderr.contains("--max-hull-nodes"),
+        "the flag is named: {stderr}"
+    );
     assert!(!dir.path().join("w.bspq").exists(), "nothing written");
 }

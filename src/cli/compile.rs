@@ -1,8 +1,10 @@
 //! `bspq compile`: a Quake 3 map (or pk3 member) in, a compiled world file out.
 
 use anyhow::Context;
-use bspq::compile::CompileOptions;
-use bspq::world::load::{compile_source, read_source, write_atomically, LoadedWorld, WorldSpec};
+use bspq::compile::{CompileError, CompileOptions};
+use bspq::world::load::{
+    compile_source, read_source, write_atomically, LoadError, LoadedWorld, WorldSpec,
+};
 use bspq::world::HullSpec;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -129,6 +131,12 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot read {}", args.input))?;
     let mut data = progress
         .stage("compile", || compile_source(&bytes, &spec.name(), &options))
+        .map_err(|err| match err {
+            LoadError::Compile(CompileError::HullBudget(_)) => anyhow::anyhow!(
+                "{err}; raise --max-hull-nodes to allow more, or compile without --hull"
+            ),
+            err => err.into(),
+        })
         .with_context(|| format!("cannot compile {}", args.input))?;
     if args.reproducible {
         // The timings are the only bytes two compiles of one map differ in.
