@@ -326,3 +326,111 @@ fn reproducible_compiles_write_the_same_bytes() {
     assert!(out.status.success(), "{text}");
     assert_eq!(text.matches("not recorded").count(), 2, "{text}");
 }
+
+/// Runs `bspq ARGS` (stdin empty) and returns what it did.
+fn bspq<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("bspq runs")
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The rows of `bspq accuracy`'s output for `kind`: (the row's label, its
+/// mean, p99 and max error and its false hits, false misses and differing
+/// starts). A main-table row ends with `>0.01` before the counts, a bevel
+/// row does not; both end with the rate.
+fn accuracy_rows(text: &str, kind: &str) -> Vec<(String, Vec<String>)> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{kind} ")))
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let main = fields[1] == "plane-shifted" || fields[1] == "exact";
+            let numbers = fields.len().checked_sub(if main { 8 } else { 7 })?;
+            let mut errors: Vec<String> = fields[numbers..fields.len() - 1]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            if main {
+                errors.remove(3); // >0.01
+            }
+            let label = if main {
+                fields[1].to_owned()
+            } else {
+                // The bevel setting ("edges 30") before its plane and cap counts.
+                fields[1..numbers - 2].join(" ")
+            };
+            Some((label, errors))
+        })
+        .collect()
+}
+
+/// `bspq accuracy`'s bevel table measures each setting with the kernel's
+/// lanes of that setting's bevels: it used to keep the loaded world's
+/// (45°) lanes, which panicked (index out of bounds in the shape sweep)
+/// or gave wrong errors for other angles. Each row now equals the main
+/// table of a world loaded with that setting.
+#[test]
+fn accuracy_bevel_rows_equal_a_world_loaded_with_those_bevels() {
+    let queries = common::oracle_dir("q3dm6ish").join("boxes.jsonl.gz");
+    let run = |bevels: &[&str]| {
+        let map = common::map_path("q3dm6ish");
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "accuracy".as_ref(),
+            "--world".as_ref(),
+            map.as_os_str(),
+            "--no-curves".as_ref(),
+            "--queries".as_ref(),
+            queries.as_os_str(),
+            "--limit".as_ref(),
+            "300".as_ref(),
+        ];
+        args.extend(bevels.iter().map(std::ffi::OsStr::new));
+        let out = bspq(&args);
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let table = run(&[]);
+    let thirty = run(&["--edge-bevels", "30", "--no-cap-bevels", "--no-bevel-table"]);
+    for kind in ["sphere", "capsule", "cylinder", "convex"] {
+        let rows = accuracy_rows(&table, kind);
+        let row = |label: &str| {
+            rows.iter()
+                .find(|(l, _)| l == label)
+                .map(|(_, e)| e.clone())
+                .unwrap_or_else(|| panic!("no {kind} {label} row in:\n{table}"))
+        };
+        let loaded_with = |text: &str| {
+            accuracy_rows(text, kind)
+                .into_iter()
+                .find(|(l, _)| l == "plane-shifted")
+                .map(|(_, e)| e)
+                .unwrap_or_else(|| panic!("no {kind} plane-shifted row in:\n{text}"))
+        };
+        assert_eq!(row("edges 30"), loaded_with(&thirty), "{kind}");
+        // The default bevels are the loaded world's own.
+        assert_eq!(row("edges 45+caps"), loaded_with(&table), "{kind}");
+    }
+    // oa_ctf2 panicked at another line of the shape sweep.
+    let map = common::map_path("oa_ctf2");
+    let queries = common::oracle_dir("oa_ctf2").join("boxes.jsonl.gz");
+    let out = bspq([
+        "accuracy".as_ref(),
+        "--world".as_ref(),
+        map.as_os_str(),
+        "--no-curves".as_ref(),
+        "--queries".as_ref(),
+        queries.as_os_str(),
+        "--limit".as_ref(),
+        "100".as_ref(),
+    ]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+}

@@ -5,11 +5,11 @@
 use super::WorldArgs;
 use anyhow::Context;
 use bspq::accuracy::{compare, shape_query, ErrorStats, KINDS};
-use bspq::compile::bevels::{self, BevelCounts, BevelOptions};
+use bspq::compile::bevels::{self, BevelOptions};
 use bspq::conformance::read_lines;
 use bspq::query::{Query, QueryLine};
 use bspq::trace::{reference_trace, trace, Scratch, TraceQuery, TraceResult};
-use bspq::world::{BevelRange, ShapeBevel, World};
+use bspq::world::World;
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -81,28 +81,10 @@ fn shifted_rate(world: &World, queries: &[TraceQuery], scratch: &mut Scratch) ->
     done as f64 / timer.elapsed().as_secs_f64().max(1e-9)
 }
 
-/// One bevel setting's planes, built once for every shape kind.
-struct Variant {
-    name: String,
-    ranges: Vec<BevelRange>,
-    bevels: Vec<ShapeBevel>,
-    counts: BevelCounts,
-}
-
 /// Plane-shifted error against the reference with each bevel setting.
+/// Each setting gets its own world: its bevels, and the kernel's lanes of
+/// them (the loaded world's lanes hold the loaded bevels).
 fn bevel_table(out: &mut impl Write, world: &World, boxes: &[TraceQuery]) -> anyhow::Result<()> {
-    let variants: Vec<Variant> = bevel_variants()
-        .into_iter()
-        .map(|(name, options)| {
-            let (ranges, bevels, counts) = bevels::build(world, &options);
-            Variant {
-                name,
-                ranges,
-                bevels,
-                counts,
-            }
-        })
-        .collect();
     writeln!(
         out,
         "\nplane-shifted error by shape-bevel setting ({} brushes, {} brush sides)",
@@ -124,37 +106,47 @@ fn bevel_table(out: &mut impl Write, world: &World, boxes: &[TraceQuery]) -> any
         "solid",
         "queries/s"
     )?;
+    // Per shape kind: its queries and the reference's answers.
+    let kinds: Vec<(Vec<TraceQuery>, Vec<TraceResult>)> = KINDS
+        .iter()
+        .map(|&kind| {
+            let queries: Vec<TraceQuery> = boxes
+                .iter()
+                .filter_map(|q| shape_query(kind, q, false))
+                .collect();
+            let reference = queries
+                .iter()
+                .filter_map(|q| Some(reference_trace(world, q, q.shape.as_ref()?)))
+                .collect();
+            (queries, reference)
+        })
+        .collect();
+    // Rows are printed by kind, but measured by setting: one kernel at a time.
+    let variants = bevel_variants();
+    let mut rows = vec![vec![String::new(); variants.len()]; KINDS.len()];
+    let mut kernel = world.kernel.clone();
     let mut scratch = Scratch::new();
-    for kind in KINDS {
-        let queries: Vec<TraceQuery> = boxes
-            .iter()
-            .filter_map(|q| shape_query(kind, q, false))
-            .collect();
-        let reference: Vec<TraceResult> = queries
-            .iter()
-            .filter_map(|q| Some(reference_trace(world, q, q.shape.as_ref()?)))
-            .collect();
-        for Variant {
-            name,
-            ranges,
-            bevels,
-            counts,
-        } in &variants
-        {
-            let variant = World {
-                shape_bevel_ranges: ranges,
-                shape_bevels: bevels,
-                ..*world
-            };
+    for (v, (name, options)) in variants.iter().enumerate() {
+        let (ranges, bevels, counts) = bevels::build(world, options);
+        let bevelled = World {
+            shape_bevel_ranges: &ranges,
+            shape_bevels: &bevels,
+            ..*world
+        };
+        kernel.set_shape_bevels(&bevelled);
+        let variant = World {
+            kernel: &kernel,
+            ..bevelled
+        };
+        for (k, (kind, (queries, reference))) in KINDS.iter().zip(&kinds).enumerate() {
             let pairs: Vec<(TraceResult, TraceResult)> = queries
                 .iter()
-                .zip(&reference)
+                .zip(reference)
                 .map(|(q, want)| (trace(&variant, q, &mut scratch), *want))
                 .collect();
             let s = ErrorStats::from_pairs(&pairs);
-            let rate = shifted_rate(&variant, &queries, &mut scratch);
-            writeln!(
-                out,
+            let rate = shifted_rate(&variant, queries, &mut scratch);
+            rows[k][v] = format!(
                 "{kind:9} {name:16} {:>6} {:>5} {:>9.4} {:>9.4} {:>9.4} {:>6} {:>6} {:>6} {:>12.0}",
                 counts.edge + counts.caps,
                 counts.caps,
@@ -165,8 +157,11 @@ fn bevel_table(out: &mut impl Write, world: &World, boxes: &[TraceQuery]) -> any
                 s.false_misses,
                 s.startsolid_differs,
                 rate
-            )?;
+            );
         }
+    }
+    for row in rows.iter().flatten() {
+        writeln!(out, "{row}")?;
     }
     Ok(())
 }

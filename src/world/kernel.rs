@@ -243,6 +243,14 @@ impl KernelTree {
             && self.brush_bounds.len() == world.brushes.len()
             && self.brush_lanes.len() == world.brushes.len()
     }
+
+    /// Rebuilds the brushes' lanes for `world`: the world this tree was
+    /// built from, with other shape bevels. The lanes hold each brush's
+    /// bevels after its sides, so a tree kept across a change of bevels
+    /// would clip shapes against the old ones (or past their end).
+    pub fn set_shape_bevels(&mut self, world: &World) {
+        (self.side_lanes, self.brush_lanes) = side_lanes(world);
+    }
 }
 
 const UNBOUNDED: [[f32; 3]; 2] = [[f32::NEG_INFINITY; 3], [f32::INFINITY; 3]];
