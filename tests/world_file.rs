@@ -226,3 +226,71 @@ fn bad_hull_arguments_are_rejected() {
         assert!(!out.status.success(), "--hull {bad} accepted");
     }
 }
+
+/// The names in `dir`, sorted.
+fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A `--hull` name given twice is rejected as the other `--hull` errors
+/// are, when the arguments are parsed: nothing is written, and OUT keeps
+/// what it held (it used to be replaced, then the read-back failed).
+#[test]
+fn a_hull_name_given_twice_is_rejected_before_anything_is_written() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("world.bspq");
+    std::fs::write(&out, b"what OUT held").expect("write");
+    let run = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .arg("compile")
+        .arg(common::map_path("q3dm6ish"))
+        .arg("-o")
+        .arg(&out)
+        .args(["--hull", "a=0,0,0,1,1,1", "--hull", "a=0,0,0,2,2,2"])
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("\"a\" is given twice"), "{stderr}");
+    assert_eq!(std::fs::read(&out).expect("read"), b"what OUT held");
+    assert_eq!(file_names(dir.path()), ["world.bspq"]);
+}
+
+/// `bspq compile` loads the written file back before it renames it over
+/// OUT: bytes that do not load never take the place of a good world file,
+/// and no temporary file is left behind.
+#[test]
+fn a_written_file_that_does_not_load_back_never_replaces_out() {
+    use bspq::world::load::{open_compiled_file, write_atomically_checked};
+    let load_back = |written: &std::path::Path| -> anyhow::Result<()> {
+        open_compiled_file(written)?.ok_or_else(|| anyhow::anyhow!("not a world file"))?;
+        Ok(())
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("world.bspq");
+    let good = compiled_bytes("q3dm6ish", true);
+    std::fs::write(&out, &good).expect("write");
+
+    let mut damaged = compiled_bytes("aggressor", true);
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0xff;
+    let err = write_atomically_checked(&out, &damaged, load_back).expect_err("does not load");
+    assert!(format!("{err:#}").contains("checksum mismatch"), "{err:#}");
+    assert!(
+        std::fs::read(&out).expect("read") == good,
+        "OUT was replaced"
+    );
+    assert_eq!(file_names(dir.path()), ["world.bspq"]);
+
+    let other = compiled_bytes("aggressor", true);
+    write_atomically_checked(&out, &other, load_back).expect("loads back");
+    assert!(
+        std::fs::read(&out).expect("read") == other,
+        "OUT was not replaced"
+    );
+    assert_eq!(file_names(dir.path()), ["world.bspq"]);
+}

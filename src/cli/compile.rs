@@ -3,7 +3,7 @@
 use anyhow::Context;
 use bspq::compile::{CompileError, CompileOptions};
 use bspq::world::load::{
-    compile_source, read_source, write_atomically, LoadError, LoadedWorld, WorldSpec,
+    compile_source, open_compiled_file, read_source, write_atomically_checked, LoadError, WorldSpec,
 };
 use bspq::world::HullSpec;
 use clap::Args;
@@ -73,6 +73,18 @@ fn parse_hull(text: &str) -> Result<HullSpec, String> {
         mins: [x0, y0, z0],
         maxs: [x1, y1, z1],
     })
+}
+
+impl CompileArgs {
+    /// What one `--hull` value cannot tell: each name is registered once.
+    pub fn check_hull_names(&self) -> Result<(), String> {
+        for (i, hull) in self.hulls.iter().enumerate() {
+            if self.hulls[..i].iter().any(|h| h.name == hull.name) {
+                return Err(format!("--hull name {:?} is given twice", hull.name));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A spinner on a terminal, nothing otherwise.
@@ -146,13 +158,21 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let file = progress.stage("serialise", || bspq::world::format::write(&data));
-    progress
-        .stage("write", || write_atomically(&args.output, &file))
-        .with_context(|| format!("cannot write {}", args.output.display()))?;
-    // Read back what was written: a file we cannot load must not be left looking fine.
-    let check = progress.stage("verify", || LoadedWorld::from_compiled_bytes(&file));
+    // What was written is read back and loaded before it replaces OUT: a
+    // file that does not load never takes the place of one that did.
+    let written = progress.stage("write and verify", || {
+        write_atomically_checked(&args.output, &file, |written| -> anyhow::Result<()> {
+            match open_compiled_file(written) {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => anyhow::bail!("the written file does not load back as a world file"),
+                Err(err) => {
+                    Err(anyhow::Error::new(err).context("the written file does not load back"))
+                }
+            }
+        })
+    });
     progress.finish();
-    check.context("the written file does not load back")?;
+    written.with_context(|| format!("cannot write {}", args.output.display()))?;
     if show {
         let w = data.view();
         println!("compiled {} -> {}", args.input, args.output.display());

@@ -132,7 +132,19 @@ fn parse() -> anyhow::Result<Cli> {
         }
         _ => first,
     };
-    Cli::from_arg_matches(&matches).map_err(|e| e.exit())
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Checks across several values of a flag, reported as clap reports a bad value.
+    if let Command::Compile(args) = &cli.command {
+        if let Err(message) = args.check_hull_names() {
+            let mut root = Cli::command();
+            root.build();
+            let mut compile = root.find_subcommand("compile").cloned().unwrap_or(root);
+            compile
+                .error(clap::error::ErrorKind::ValueValidation, message)
+                .exit();
+        }
+    }
+    Ok(cli)
 }
 
 pub fn run() -> ExitCode {

@@ -388,6 +388,17 @@ pub fn open_compiled_file(path: &Path) -> Result<Option<LoadedWorld>, LoadError>
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder,
 /// flushed to disk, then renamed over the target.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomically_checked(path, bytes, |_| Ok(()))
+}
+
+/// [`write_atomically`], running `check` on the flushed temporary file
+/// before the rename: a file that fails it is removed and never replaces
+/// what `path` held.
+pub fn write_atomically_checked<E: From<std::io::Error>>(
+    path: &Path,
+    bytes: &[u8],
+    check: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<(), E> {
     use std::io::Write;
     let dir = path
         .parent()
@@ -402,6 +413,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        check(&tmp)?;
         std::fs::rename(&tmp, path)?;
         if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
