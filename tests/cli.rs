@@ -434,3 +434,105 @@ fn accuracy_bevel_rows_equal_a_world_loaded_with_those_bevels() {
     ]);
     assert!(out.status.success(), "{}", stderr_of(&out));
 }
+
+/// `conformance` without the files it is asked to run is an error naming
+/// what is missing (it used to print nothing and exit 0, even with --strict).
+#[test]
+fn conformance_without_its_query_files_is_an_error() {
+    let map = common::map_path("q3dm6ish");
+    let oracle = common::oracle_dir("q3dm6ish");
+    let empty = tempfile::tempdir().expect("temp dir");
+    let rays_file = oracle.join("rays.jsonl.gz");
+    let cases: [(&std::path::Path, &[&str], &str); 4] = [
+        (
+            "/nonexistent-oracle".as_ref(),
+            &[],
+            "/nonexistent-oracle does not exist",
+        ),
+        (&rays_file, &[], "is not a folder"),
+        (
+            empty.path(),
+            &[],
+            "holds none of rays, boxes, points, extras",
+        ),
+        (
+            &oracle,
+            &["--sets", "rays,foo"],
+            "no foo.jsonl or foo.jsonl.gz in",
+        ),
+    ];
+    for (dir, sets, message) in cases {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "conformance".as_ref(),
+            "--strict".as_ref(),
+            "--world".as_ref(),
+            map.as_os_str(),
+            "--oracle".as_ref(),
+            dir.as_os_str(),
+        ];
+        args.extend(sets.iter().map(std::ffi::OsStr::new));
+        let out = bspq(&args);
+        assert_eq!(out.status.code(), Some(1), "{dir:?} {sets:?}");
+        assert!(stderr_of(&out).contains(message), "{}", stderr_of(&out));
+    }
+}
+
+/// Writes `lines` gzipped to `path`.
+fn write_gz(path: &std::path::Path, lines: &[String]) {
+    use flate2::write::GzEncoder;
+    let mut gz = GzEncoder::new(
+        std::fs::File::create(path).expect("create"),
+        flate2::Compression::fast(),
+    );
+    for line in lines {
+        writeln!(gz, "{line}").expect("write");
+    }
+    gz.finish().expect("gzip");
+}
+
+/// `conformance` labels a mismatch with its line's kind from its own
+/// section of `kinds.txt` (SPEC §4: `# rays`, then `# boxes`; points have
+/// none): point mismatches used to be labelled with ray kinds, and box
+/// mismatches too when the folder held no rays file.
+#[test]
+fn conformance_labels_mismatches_with_their_own_kinds() {
+    let source = common::oracle_dir("q3dm6ish");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Boxes and points, no rays; each set's first answer made wrong.
+    for set in ["boxes", "points"] {
+        let data = common::load_set("q3dm6ish", set, true);
+        write_gz(&dir.path().join(format!("{set}.jsonl.gz")), &data.queries);
+        let mut expected = data.expected.clone();
+        let mut wrong: serde_json::Value = serde_json::from_str(&expected[0]).expect("JSON");
+        wrong["contents"] = 0x4000_0000.into();
+        expected[0] = wrong.to_string();
+        write_gz(
+            &dir.path().join(format!("{set}.expected.jsonl.gz")),
+            &expected,
+        );
+    }
+    std::fs::copy(source.join("kinds.txt.gz"), dir.path().join("kinds.txt.gz")).expect("copy");
+    let first_box_kind = common::load_set("q3dm6ish", "boxes", true).kinds[0].clone();
+    assert!(!["long", "short"].contains(&first_box_kind.as_str()));
+    let out = bspq([
+        "conformance".as_ref(),
+        "--world".as_ref(),
+        common::map_path("q3dm6ish").as_os_str(),
+        "--oracle".as_ref(),
+        dir.path().as_os_str(),
+        "--show".as_ref(),
+        "0".as_ref(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", stderr_of(&out));
+    assert!(
+        text.contains(&format!(
+            "boxes   1999/2000 matched (99.950%)  mismatches by kind: {{\"{first_box_kind}\": 1}}"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("points  1999/2000 matched (99.950%)  mismatches by kind: {\"points\": 1}"),
+        "{text}"
+    );
+}

@@ -6,7 +6,7 @@ use bspq::conformance::{mismatch, read_lines};
 use bspq::query::{answer, Answer, QueryLine};
 use bspq::trace::Scratch;
 use clap::Args;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,6 +29,9 @@ pub struct ConformanceArgs {
     strict: bool,
 }
 
+/// The query sets of an oracle folder (SPEC §4), run when `--sets` is not given.
+const DEFAULT_SETS: [&str; 4] = ["rays", "boxes", "points", "extras"];
+
 fn find(dir: &Path, stem: &str) -> Option<PathBuf> {
     [format!("{stem}.gz"), stem.to_owned()]
         .iter()
@@ -36,31 +39,71 @@ fn find(dir: &Path, stem: &str) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+fn read(path: &Path) -> anyhow::Result<Vec<String>> {
+    read_lines(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Each line's kind, by set: `kinds.txt` holds a `# rays` and a `# boxes`
+/// section, `extras.kinds.txt` the extras' kinds (points have none).
+fn read_kinds(oracle: &Path) -> anyhow::Result<HashMap<String, Vec<String>>> {
+    let mut kinds: HashMap<String, Vec<String>> = HashMap::new();
+    if let Some(path) = find(oracle, "kinds.txt") {
+        let mut section = String::new();
+        for line in read(&path)? {
+            match line.strip_prefix('#') {
+                Some(name) => section = name.trim().to_owned(),
+                None => kinds.entry(section.clone()).or_default().push(line),
+            }
+        }
+    }
+    if let Some(path) = find(oracle, "extras.kinds.txt") {
+        kinds.insert("extras".into(), read(&path)?);
+    }
+    Ok(kinds)
+}
+
 pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        args.oracle.is_dir(),
+        "the oracle folder {} does not exist or is not a folder",
+        args.oracle.display()
+    );
     let loaded = args.world.open()?;
     let world = loaded.view();
-    let sets = if args.sets.is_empty() {
-        vec![
-            "rays".into(),
-            "boxes".into(),
-            "points".into(),
-            "extras".into(),
-        ]
-    } else {
+    // A set named with --sets must be there; of the default sets, those there are run.
+    let named = !args.sets.is_empty();
+    let wanted: Vec<String> = if named {
         args.sets.clone()
+    } else {
+        DEFAULT_SETS.map(String::from).to_vec()
     };
+    let mut sets = Vec::new();
+    for set in wanted {
+        match find(&args.oracle, &format!("{set}.jsonl")) {
+            Some(path) => sets.push((set, path)),
+            None if named => anyhow::bail!(
+                "no {set}.jsonl or {set}.jsonl.gz in {}",
+                args.oracle.display()
+            ),
+            None => {}
+        }
+    }
+    anyhow::ensure!(
+        !sets.is_empty(),
+        "{} holds none of {} (.jsonl or .jsonl.gz)",
+        args.oracle.display(),
+        DEFAULT_SETS.join(", ")
+    );
     let curves_tag = if args.world.no_curves {
         ".nocurves"
     } else {
         ""
     };
+    let kinds = read_kinds(&args.oracle)?;
     let mut scratch = Scratch::new();
     let mut all_ok = true;
     let mut out = super::report_out();
-    for set in &sets {
-        let Some(queries_path) = find(&args.oracle, &format!("{set}.jsonl")) else {
-            continue;
-        };
+    for (set, queries_path) in &sets {
         let expected_stem = if set == "points" {
             format!("{set}.expected.jsonl")
         } else {
@@ -68,26 +111,9 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
         };
         let expected_path = find(&args.oracle, &expected_stem)
             .with_context(|| format!("no {expected_stem} in {}", args.oracle.display()))?;
-        let kinds_name = if set == "extras" {
-            "extras.kinds.txt"
-        } else {
-            "kinds.txt"
-        };
-        let kinds: Vec<String> = find(&args.oracle, kinds_name)
-            .map(|p| read_lines(&p))
-            .transpose()?
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|k| !k.starts_with('#'))
-            .collect();
-        // kinds.txt covers rays then boxes, in order.
-        let kind_offset = if set == "boxes" {
-            count_lines(&args.oracle, "rays.jsonl")?
-        } else {
-            0
-        };
-        let queries = read_lines(&queries_path)?;
-        let expected = read_lines(&expected_path)?;
+        let kinds = kinds.get(set.as_str()).map_or(&[][..], Vec::as_slice);
+        let queries = read(queries_path)?;
+        let expected = read(&expected_path)?;
         anyhow::ensure!(
             queries.len() == expected.len(),
             "{set}: {} queries but {} answers",
@@ -107,10 +133,7 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
             match mismatch(&exp, &got) {
                 None => matched += 1,
                 Some(why) => {
-                    let kind = kinds
-                        .get(kind_offset + i)
-                        .cloned()
-                        .unwrap_or_else(|| set.clone());
+                    let kind = kinds.get(i).unwrap_or(set).clone();
                     *failures.entry(kind.clone()).or_default() += 1;
                     if shown < args.show {
                         shown += 1;
@@ -150,11 +173,4 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-fn count_lines(dir: &Path, stem: &str) -> anyhow::Result<usize> {
-    Ok(find(dir, stem)
-        .map(|p| read_lines(&p))
-        .transpose()?
-        .map_or(0, |l| l.len()))
 }
