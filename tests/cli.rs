@@ -536,3 +536,79 @@ fn conformance_labels_mismatches_with_their_own_kinds() {
         "{text}"
     );
 }
+
+/// Compiles `map` into `dir/NAME` with `options`; returns the path.
+fn compile_into(dir: &std::path::Path, map: &str, name: &str, options: &[&str]) -> String {
+    let out = dir.join(name);
+    let run = bspq(
+        [
+            "compile".as_ref(),
+            common::map_path(map).as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--quiet".as_ref(),
+        ]
+        .into_iter()
+        .chain(options.iter().map(std::ffi::OsStr::new)),
+    );
+    assert!(run.status.success(), "{}", stderr_of(&run));
+    out.to_str().expect("utf-8 path").to_owned()
+}
+
+/// A compiled world file carries its curves setting: `conformance` compares
+/// with the answers of that setting and `bench` reports it, whatever the
+/// flag; `--no-curves` on a world compiled with curves is an error, not
+/// silently ignored.
+#[test]
+fn commands_use_the_curves_setting_a_compiled_world_records() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let no_curves = compile_into(dir.path(), "oa_ctf2", "ctf_nc.bspq", &["--no-curves"]);
+    let with_curves = compile_into(dir.path(), "oa_ctf2", "ctf.bspq", &[]);
+    let oracle = common::oracle_dir("oa_ctf2");
+    let conformance = |world: &str, extra: &[&str]| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "conformance".as_ref(),
+            "--world".as_ref(),
+            world.as_ref(),
+            "--oracle".as_ref(),
+            oracle.as_os_str(),
+            "--sets".as_ref(),
+            "rays,boxes".as_ref(),
+            "--strict".as_ref(),
+        ];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        bspq(&args)
+    };
+    // oa_ctf2 has patches: against the curves-on answers this world fails.
+    for world in [&no_curves, &with_curves] {
+        let out = conformance(world, &[]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{world}: {text}{}", stderr_of(&out));
+        assert_eq!(text.matches("2000/2000 matched").count(), 2, "{text}");
+    }
+    let out = conformance(&with_curves, &["--no-curves"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("compiled with curves"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(out.stdout.is_empty());
+
+    let queries = oracle.join("rays.jsonl.gz");
+    let text = common::bspq_stdout([
+        "bench".as_ref(),
+        "--json".as_ref(),
+        "--no-shapes".as_ref(),
+        "--no-parry".as_ref(),
+        "--runs=1".as_ref(),
+        "--min-run-ms=1".as_ref(),
+        "--world".as_ref(),
+        no_curves.as_ref(),
+        "--queries".as_ref(),
+        queries.as_os_str(),
+    ]);
+    let report: serde_json::Value =
+        serde_json::from_str(text.lines().last().expect("a JSON line")).expect("JSON");
+    assert_eq!(report["curves"], false, "{report}");
+}

@@ -517,7 +517,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         format!(
             "world      {} ({} curves, loaded in {load_seconds:.2} s)",
             args.world.world,
-            if args.world.no_curves { "no" } else { "with" }
+            if world.info.curves { "with" } else { "no" }
         ),
         format!(
             "queries    {} traces ({rays} rays, {boxes} boxes), {} points, {rejected} rejected lines, from {}",
@@ -611,7 +611,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let has_traces = !traces.is_empty();
         let out = serde_json::json!({
             "world": args.world.world,
-            "curves": !args.world.no_curves,
+            "curves": world.info.curves,
             "queries_file": args.queries.display().to_string(),
             "queries": traces.len(),
             "rays": rays,

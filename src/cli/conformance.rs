@@ -94,11 +94,9 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
         args.oracle.display(),
         DEFAULT_SETS.join(", ")
     );
-    let curves_tag = if args.world.no_curves {
-        ".nocurves"
-    } else {
-        ""
-    };
+    // The answers for the curves setting the world has (a compiled world
+    // file carries its own).
+    let curves_tag = if world.info.curves { "" } else { ".nocurves" };
     let kinds = read_kinds(&args.oracle)?;
     let mut scratch = Scratch::new();
     let mut all_ok = true;

@@ -100,6 +100,10 @@ impl BevelArgs {
 }
 
 impl WorldArgs {
+    /// Opens the world. A compiled world file keeps the curves setting it
+    /// was compiled with: `--no-curves` on one compiled with curves is an
+    /// error rather than ignored, so that no command answers (or compares
+    /// answers) for a setting it does not have.
     pub fn open(&self) -> anyhow::Result<bspq::world::load::LoadedWorld> {
         use anyhow::Context;
         let spec = bspq::world::load::WorldSpec::parse(&self.world);
@@ -108,8 +112,16 @@ impl WorldArgs {
             shape_bevels: self.bevels.options(),
             ..Default::default()
         };
-        bspq::world::load::open_world(&spec, &options)
-            .with_context(|| format!("cannot open world {}", self.world))
+        let loaded = bspq::world::load::open_world(&spec, &options)
+            .with_context(|| format!("cannot open world {}", self.world))?;
+        if self.no_curves && loaded.view().info.curves {
+            anyhow::bail!(
+                "{} is a world file compiled with curves: --no-curves applies to maps \
+                 (compile it again with `bspq compile --no-curves`)",
+                self.world
+            );
+        }
+        Ok(loaded)
     }
 }
 
