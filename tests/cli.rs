@@ -612,3 +612,12 @@ fn commands_use_the_curves_setting_a_compiled_world_records() {
         serde_json::from_str(text.lines().last().expect("a JSON line")).expect("JSON");
     assert_eq!(report["curves"], false, "{report}");
 }
+
+/// `bspq workload` into a reader that stops early (`| head -1`) ends
+/// quietly, as `trace` does: it used to print `Broken pipe` and exit 1.
+#[test]
+fn a_closed_stdout_ends_workload_quietly() {
+    let (out, stderr) = with_stdout_closed(&["workload", "--kind", "rays"], "");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+}

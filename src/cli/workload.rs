@@ -32,7 +32,7 @@ use bspq::world::load::{read_source, WorldSpec};
 use bspq::world::World;
 use clap::{Args, ValueEnum};
 use glam::Vec3;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -95,7 +95,7 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let mut scratch = Scratch::new();
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut out = super::answers_out();
     for i in 0..args.count {
         let query = match args.kind {
             Kind::Rays => ray(&starts, &mut rng, i),
