@@ -549,6 +549,11 @@ pub fn answer_all(
 
 /// The JSON error line written in place of an answer to a bad query line.
 pub fn error_json(err: &QueryError, line_index: usize) -> String {
-    serde_json::json!({"error": {"code": err.code(), "message": err.to_string(), "query_index": line_index}})
+    error_line(err.code(), &err.to_string(), line_index)
+}
+
+/// [`error_json`] from an error's code and message (as a server sends them).
+pub fn error_line(code: &str, message: &str, line_index: usize) -> String {
+    serde_json::json!({"error": {"code": code, "message": message, "query_index": line_index}})
         .to_string()
 }

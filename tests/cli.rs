@@ -621,3 +621,100 @@ fn a_closed_stdout_ends_workload_quietly() {
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
     assert_eq!(out.status.code(), Some(141), "{stderr}");
 }
+
+/// Runs `bspq trace ARGS` on `input` (bytes); stdout and stderr.
+fn trace_bytes(args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .arg("trace")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bspq runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let data = input.to_vec();
+    // A run that stops early stops reading: ignore EPIPE.
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().expect("bspq ends");
+    let _ = writer.join();
+    out
+}
+
+/// `bspq trace --server` prints what offline `trace` prints, byte for
+/// byte on stdout and stderr, with the same exit status, also when the
+/// server rejects queries: a line naming a hull the world does not have
+/// gets offline's error line (its input line number as `query_index`), and
+/// the other lines of its batch are answered (the whole batch used to get
+/// nothing, and the error the index within the request).
+#[test]
+fn trace_over_grpc_gives_offline_lines_when_the_server_rejects_some() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let world = compile_into(
+        dir.path(),
+        "q3dm6ish",
+        "q3h.bspq",
+        &["--hull", "stand=-15,-15,-24,15,15,32"],
+    );
+    let mut input = Vec::new();
+    for (i, query) in common::load_set("q3dm6ish", "boxes", true)
+        .queries
+        .iter()
+        .take(200)
+        .enumerate()
+    {
+        let q: serde_json::Value = serde_json::from_str(query).expect("JSON");
+        let (start, end) = (&q["start"], &q["end"]);
+        if i % 7 == 0 {
+            let hull = if i % 2 == 0 { "crouch" } else { "stand" };
+            let line = serde_json::json!({"start": start, "end": end, "hull": hull});
+            writeln!(input, "{line}").expect("write");
+        }
+        if i % 11 == 0 {
+            writeln!(input, "{}", serde_json::json!({"point": start})).expect("write");
+        }
+        if i % 13 == 0 {
+            let line = serde_json::json!({"start": start, "end": end, "any": true});
+            writeln!(input, "{line}").expect("write");
+        }
+        if i % 50 == 0 {
+            input.extend_from_slice(b"{not json\n\n");
+        }
+        writeln!(input, "{query}").expect("write");
+    }
+    let mut server =
+        common::server::BinaryServer::start(&["--worlds", dir.path().to_str().expect("utf-8")]);
+    let url = server.grpc_url();
+    for batch in ["1024", "7"] {
+        let offline = trace_bytes(&["--world", &world, "--batch", batch], &input);
+        let remote = trace_bytes(
+            &["--server", &url, "--world", "q3h", "--batch", batch],
+            &input,
+        );
+        let text = String::from_utf8_lossy(&offline.stdout);
+        assert!(text.contains("\"code\":\"unknown_hull\""), "{text}");
+        assert!(text.lines().count() > 200, "{text}");
+        assert!(
+            offline.stdout == remote.stdout,
+            "batch {batch}:\n{text}\n---\n{}",
+            String::from_utf8_lossy(&remote.stdout)
+        );
+        assert_eq!(stderr_of(&offline), stderr_of(&remote), "batch {batch}");
+        assert_eq!(offline.status.code(), Some(1));
+        assert_eq!(remote.status.code(), Some(1));
+    }
+    assert!(server.terminate().success());
+
+    // A server that is not there: the cause of the failure, said once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", closed.local_addr().expect("address"));
+    drop(closed);
+    let out = trace_bytes(&["--server", &url, "--world", "q3h"], b"");
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot connect to {url}: ")),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("connect error").count(), 1, "{stderr}");
+}

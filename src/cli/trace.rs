@@ -5,8 +5,8 @@ use super::WorldArgs;
 use anyhow::Context;
 use bspq::proto::v1 as pb;
 use bspq::query::{
-    answer_all, error_json, Answer, HitAnswer, PointAnswer, Query, QueryError, QueryLine, Request,
-    TraceAnswer,
+    answer_all, error_json, error_line, Answer, HitAnswer, PointAnswer, Query, QueryError,
+    QueryLine, Request, TraceAnswer,
 };
 use bspq::trace::BatchOptions;
 use clap::Args;
@@ -81,12 +81,15 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Up to `batch` non-blank input lines with their (0-based) line numbers;
-/// empty at the end of the input.
+/// An input line and its (0-based) line number.
+type InputLine = (usize, String);
+
+/// Up to `batch` non-blank input lines with their line numbers; empty at
+/// the end of the input.
 fn next_chunk(
     lines: &mut impl Iterator<Item = (usize, std::io::Result<String>)>,
     batch: usize,
-) -> std::io::Result<Vec<(usize, String)>> {
+) -> std::io::Result<Vec<InputLine>> {
     let mut chunk = Vec::with_capacity(batch);
     for (index, line) in lines {
         let line = line?;
@@ -123,10 +126,17 @@ fn remote_request(line: &QueryLine) -> Result<Request, QueryError> {
     })
 }
 
-/// One input line of a chunk: its answer (or error line) once known.
+/// One input line of a chunk: its answer, or why it has none, once known.
 enum Slot {
-    Done(String),
     Pending,
+    Answer(String),
+    /// A bad line: its number, why it is bad, and the error line written
+    /// in its place (reported in line order, as offline mode does).
+    Rejected {
+        line_index: usize,
+        message: String,
+        json: String,
+    },
 }
 
 /// Lines are read in chunks of `batch`; each is validated locally (so bad
@@ -145,7 +155,7 @@ fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCod
             .with_context(|| format!("bad server URL {server:?}"))?
             .connect()
             .await
-            .with_context(|| format!("cannot connect to {server}"))?;
+            .map_err(|err| anyhow::anyhow!("cannot connect to {server}: {}", causes_once(&err)))?;
         let mut client = pb::collision_client::CollisionClient::new(channel)
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
@@ -158,8 +168,20 @@ fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCod
             if chunk.is_empty() {
                 break;
             }
-            for answer in answer_chunk(&mut client, world, &chunk, &mut failed).await? {
-                writeln!(out, "{answer}")?;
+            for slot in answer_chunk(&mut client, world, &chunk).await? {
+                match slot {
+                    Slot::Answer(answer) => writeln!(out, "{answer}")?,
+                    Slot::Rejected {
+                        line_index,
+                        message,
+                        json,
+                    } => {
+                        failed += 1;
+                        eprintln!("bspq: line {}: {message}", line_index + 1);
+                        writeln!(out, "{json}")?;
+                    }
+                    Slot::Pending => anyhow::bail!("a query got no answer"),
+                }
             }
         }
         out.flush()?;
@@ -177,15 +199,65 @@ fn status_error(status: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("server answered {:?}: {}", status.code(), status.message())
 }
 
+/// An error and its causes, each said once: a transport error's cause
+/// often repeats the words of the error it causes ("tcp connect error:
+/// tcp connect error: Connection refused").
+fn causes_once(err: &dyn std::error::Error) -> String {
+    let mut said: Vec<String> = Vec::new();
+    let mut next = Some(err);
+    while let Some(err) = next {
+        let text = err.to_string();
+        // A cause that begins with what was just said replaces it.
+        if said
+            .last()
+            .is_some_and(|last| text.starts_with(last.as_str()))
+        {
+            said.pop();
+        }
+        if !said.iter().any(|s| s.contains(&text)) {
+            said.push(text);
+        }
+        next = err.source();
+    }
+    said.join(": ")
+}
+
+/// The query a server rejected in a request (as the service names it:
+/// INVALID_ARGUMENT with a JSON error body and `query_index`).
+struct Rejected {
+    /// Index of the query in the request.
+    index: usize,
+    code: String,
+    /// The message as offline mode words it (without the server's `query N: `).
+    message: String,
+}
+
+impl Rejected {
+    fn from_status(status: &tonic::Status) -> Option<Rejected> {
+        if status.code() != tonic::Code::InvalidArgument {
+            return None;
+        }
+        let body: serde_json::Value = serde_json::from_str(status.message()).ok()?;
+        let error = body.get("error")?;
+        let index = usize::try_from(error.get("query_index")?.as_u64()?).ok()?;
+        let message = error.get("message")?.as_str()?;
+        let prefix = format!("query {index}: ");
+        Some(Rejected {
+            index,
+            code: error.get("code")?.as_str()?.to_owned(),
+            message: message.strip_prefix(&prefix).unwrap_or(message).to_owned(),
+        })
+    }
+}
+
 async fn answer_chunk(
     client: &mut Client,
     world: &str,
-    chunk: &[(usize, String)],
-    failed: &mut usize,
-) -> anyhow::Result<Vec<String>> {
+    chunk: &[InputLine],
+) -> anyhow::Result<Vec<Slot>> {
     let mut slots = Vec::with_capacity(chunk.len());
-    // Box (as bits), swept shape and exactness -> (positions in the chunk, request).
-    let mut groups: HashMap<String, (Vec<usize>, pb::TraceRequest)> = HashMap::new();
+    // Box (as bits), swept shape, exactness and hull -> the traces that share them.
+    let mut groups: HashMap<String, Group> = HashMap::new();
     let mut points = pb::PointContentsRequest {
         world: world.to_owned(),
         points: Vec::new(),
@@ -197,9 +269,11 @@ async fn answer_chunk(
         any_hit[pos] = matches!(&parsed, Ok((line, Request::AnyHit(_))) if line.any == Some(true));
         match parsed {
             Err(err) => {
-                *failed += 1;
-                eprintln!("bspq: line {}: {err}", index + 1);
-                slots.push(Slot::Done(error_json(&err, *index)));
+                slots.push(Slot::Rejected {
+                    line_index: *index,
+                    message: err.to_string(),
+                    json: error_json(&err, *index),
+                });
             }
             Ok((_, Request::Query(Query::Point(p)))) => {
                 points.points.extend_from_slice(&p.to_array());
@@ -208,7 +282,7 @@ async fn answer_chunk(
             }
             Ok((_, Request::Hull { .. })) => {
                 // `remote_request` sends hull lines as traces named by the hull.
-                slots.push(Slot::Done(String::new()));
+                slots.push(Slot::Answer(String::new()));
             }
             Ok((line, Request::Query(Query::Trace(q)) | Request::AnyHit(q))) => {
                 let (mins, maxs) = (q.mins.to_array(), q.maxs.to_array());
@@ -218,7 +292,7 @@ async fn answer_chunk(
                     .map(bspq::transport::grpc::swept_message);
                 let bits: Vec<u32> = [mins, maxs].concat().iter().map(|f| f.to_bits()).collect();
                 let key = format!("{bits:?} {swept:?} {} {:?}", q.exact, line.hull);
-                let (positions, req) = groups.entry(key).or_insert_with(|| {
+                let group = groups.entry(key).or_insert_with(|| {
                     let shape = (swept.is_none()
                         && line.hull.is_none()
                         && (mins != [0.0; 3] || maxs != [0.0; 3]))
@@ -234,9 +308,9 @@ async fn answer_chunk(
                                 z: maxs[2],
                             }),
                         });
-                    (
-                        Vec::new(),
-                        pb::TraceRequest {
+                    Group {
+                        positions: Vec::new(),
+                        request: pb::TraceRequest {
                             world: world.to_owned(),
                             shape,
                             swept,
@@ -244,12 +318,13 @@ async fn answer_chunk(
                             hull: line.hull.clone(),
                             ..Default::default()
                         },
-                    )
+                    }
                 });
-                positions.push(pos);
-                req.starts.extend_from_slice(&q.start.to_array());
-                req.ends.extend_from_slice(&q.end.to_array());
-                req.masks.push(q.mask);
+                group.positions.push(pos);
+                let request = &mut group.request;
+                request.starts.extend_from_slice(&q.start.to_array());
+                request.ends.extend_from_slice(&q.end.to_array());
+                request.masks.push(q.mask);
                 slots.push(Slot::Pending);
             }
         }
@@ -267,12 +342,98 @@ async fn answer_chunk(
             point_slots.len()
         );
         for (pos, contents) in point_slots.iter().zip(r.contents) {
-            slots[*pos] = Slot::Done(Answer::Point(PointAnswer { contents }).to_json());
+            slots[*pos] = Slot::Answer(Answer::Point(PointAnswer { contents }).to_json());
         }
     }
-    for (positions, req) in groups.into_values() {
-        let r = client.trace(req).await.map_err(status_error)?.into_inner();
-        let n = positions.len();
+    for group in groups.into_values() {
+        group.answer(client, chunk, &any_hit, &mut slots).await?;
+    }
+    Ok(slots)
+}
+
+/// Traces of one chunk that share a box, shape and hull: one `Trace` request.
+struct Group {
+    /// Positions in the chunk of the request's queries, in order.
+    positions: Vec<usize>,
+    request: pb::TraceRequest,
+}
+
+impl Group {
+    /// Sends the request and fills the slots of its queries. When the
+    /// server rejects a query, that line gets the error line offline mode
+    /// gives it (with its input line number) and the others are sent again:
+    /// a bad line costs its own answer only, as offline. A hull the world
+    /// does not register is every query's fault (they share it), so all
+    /// get its error at once.
+    async fn answer(
+        mut self,
+        client: &mut Client,
+        chunk: &[InputLine],
+        any_hit: &[bool],
+        slots: &mut [Slot],
+    ) -> anyhow::Result<()> {
+        while !self.positions.is_empty() {
+            let status = match client.trace(self.request.clone()).await {
+                Ok(response) => return self.fill(&response.into_inner(), any_hit, slots),
+                Err(status) => status,
+            };
+            let Some(rejected) = Rejected::from_status(&status) else {
+                return Err(status_error(status));
+            };
+            if rejected.index >= self.positions.len() {
+                return Err(status_error(status));
+            }
+            let bad: Vec<usize> = if rejected.code == "unknown_hull" {
+                (0..self.positions.len()).collect()
+            } else {
+                vec![rejected.index]
+            };
+            for &k in &bad {
+                let pos = self.positions[k];
+                let line_index = chunk[pos].0;
+                slots[pos] = Slot::Rejected {
+                    line_index,
+                    message: rejected.message.clone(),
+                    json: error_line(&rejected.code, &rejected.message, line_index),
+                };
+            }
+            self.remove(&bad);
+        }
+        Ok(())
+    }
+
+    /// Drops the queries at `indices` (ascending) from the request.
+    fn remove(&mut self, indices: &[usize]) {
+        let keep = |k: &usize| indices.binary_search(k).is_err();
+        let r = &mut self.request;
+        let per_query = |values: &[f32], width: usize| -> Vec<f32> {
+            values
+                .chunks(width)
+                .enumerate()
+                .filter(|(k, _)| keep(k))
+                .flat_map(|(_, v)| v.iter().copied())
+                .collect()
+        };
+        r.starts = per_query(&r.starts, 3);
+        r.ends = per_query(&r.ends, 3);
+        r.masks = (r.masks.iter().enumerate())
+            .filter(|(k, _)| keep(k))
+            .map(|(_, m)| *m)
+            .collect();
+        self.positions = (self.positions.iter().enumerate())
+            .filter(|(k, _)| keep(k))
+            .map(|(_, p)| *p)
+            .collect();
+    }
+
+    /// Fills the slots of the request's queries from the server's answers.
+    fn fill(
+        &self,
+        r: &pb::TraceResponse,
+        any_hit: &[bool],
+        slots: &mut [Slot],
+    ) -> anyhow::Result<()> {
+        let n = self.positions.len();
         anyhow::ensure!(
             r.fractions.len() == n
                 && r.endpos.len() == 3 * n
@@ -283,7 +444,7 @@ async fn answer_chunk(
                 && r.surface_flags.len() == n,
             "server answered packed arrays of the wrong lengths for {n} traces"
         );
-        for (i, pos) in positions.iter().enumerate() {
+        for (i, pos) in self.positions.iter().enumerate() {
             let v = |a: &[f32]| [a[3 * i], a[3 * i + 1], a[3 * i + 2]];
             let t = TraceAnswer {
                 fraction: r.fractions[i],
@@ -302,14 +463,8 @@ async fn answer_chunk(
             } else {
                 Answer::Trace(t)
             };
-            slots[*pos] = Slot::Done(answer.to_json());
+            slots[*pos] = Slot::Answer(answer.to_json());
         }
+        Ok(())
     }
-    slots
-        .into_iter()
-        .map(|s| match s {
-            Slot::Done(line) => Ok(line),
-            Slot::Pending => Err(anyhow::anyhow!("a query got no answer")),
-        })
-        .collect()
 }
