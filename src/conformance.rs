@@ -1,7 +1,7 @@
 //! The reference matching rule (SPEC §3) and helpers to run query files
 //! against expected answers.
 
-use crate::query::{Answer, PointAnswer, TraceAnswer};
+use crate::query::{Answer, PointAnswer, QueryError, TraceAnswer};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -83,6 +83,20 @@ pub fn read_lines(path: &Path) -> std::io::Result<Vec<String>> {
         let line = line?;
         if !line.trim().is_empty() {
             out.push(line);
+        }
+    }
+    Ok(out)
+}
+
+/// The non-blank lines of a (possibly gzipped) query file, each as text or,
+/// when it is not UTF-8, as the error a bad line gets (see
+/// [`crate::query::query_lines`]): one such line does not stop the rest.
+pub fn read_query_lines(path: &Path) -> std::io::Result<Vec<Result<String, QueryError>>> {
+    let mut out = Vec::new();
+    for line in crate::query::query_lines(open_lines(path)?) {
+        match line? {
+            Ok(text) if text.trim().is_empty() => {}
+            line => out.push(line),
         }
     }
     Ok(out)

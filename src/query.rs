@@ -557,3 +557,21 @@ pub fn error_line(code: &str, message: &str, line_index: usize) -> String {
     serde_json::json!({"error": {"code": code, "message": message, "query_index": line_index}})
         .to_string()
 }
+
+/// The lines of query text in `reader` (ended by `\n` or `\r\n`, as
+/// [`std::io::BufRead::lines`] ends them). A line that is not UTF-8 is a
+/// [`QueryError::Malformed`] of its own rather than an error that ends the
+/// input, so it is reported as any other bad line is.
+pub fn query_lines<R: std::io::BufRead>(
+    reader: R,
+) -> impl Iterator<Item = std::io::Result<Result<String, QueryError>>> {
+    reader.split(b'\n').map(|line| {
+        line.map(|mut bytes| {
+            if bytes.last() == Some(&b'\r') {
+                bytes.pop();
+            }
+            String::from_utf8(bytes)
+                .map_err(|_| QueryError::Malformed("the line is not valid UTF-8".into()))
+        })
+    })
+}

@@ -678,7 +678,7 @@ fn trace_over_grpc_gives_offline_lines_when_the_server_rejects_some() {
             writeln!(input, "{line}").expect("write");
         }
         if i % 50 == 0 {
-            input.extend_from_slice(b"{not json\n\n");
+            input.extend_from_slice(b"{not json\n\n\xff\xfe\n");
         }
         writeln!(input, "{query}").expect("write");
     }
@@ -717,4 +717,60 @@ fn trace_over_grpc_gives_offline_lines_when_the_server_rejects_some() {
         "{stderr}"
     );
     assert_eq!(stderr.matches("connect error").count(), 1, "{stderr}");
+}
+
+/// A line that is not UTF-8 is a bad line like any other: `trace` answers
+/// the lines around it and writes an error line in its place (it used to
+/// stop at it and print nothing), and `check --queries` skips it.
+#[test]
+fn a_line_that_is_not_utf8_is_one_bad_line() {
+    let map = common::map_path("q3dm6ish");
+    let input = b"{\"point\":[0,0,0]}\n\xff\xfe\n{\"start\":[0,0,64],\"end\":[64,0,64]}\r\n";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["trace", "--world"])
+        .arg(&map)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bspq runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write");
+    let out = child.wait_with_output().expect("bspq ends");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let lines = stdout_lines(&out);
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(matches!(
+        serde_json::from_str::<Answer>(&lines[0]),
+        Ok(Answer::Point(_))
+    ));
+    let error: serde_json::Value = serde_json::from_str(&lines[1]).expect("JSON");
+    assert_eq!(error["error"]["code"], "malformed_query", "{}", lines[1]);
+    assert_eq!(error["error"]["query_index"], 1, "{}", lines[1]);
+    assert!(matches!(
+        serde_json::from_str::<Answer>(&lines[2]),
+        Ok(Answer::Trace(_))
+    ));
+    assert!(stderr_of(&out).contains("line 2: the line is not valid UTF-8"));
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queries = dir.path().join("queries.jsonl");
+    std::fs::write(&queries, input).expect("write");
+    let out = bspq([
+        "check".as_ref(),
+        "--world".as_ref(),
+        map.as_os_str(),
+        "--queries".as_ref(),
+        queries.as_os_str(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", stderr_of(&out));
+    assert!(
+        text.starts_with("moves                                1 ("),
+        "{text}"
+    );
 }

@@ -6,7 +6,7 @@ use super::WorldArgs;
 use anyhow::Context;
 use bspq::accuracy::{compare, shape_query, ErrorStats, KINDS};
 use bspq::compile::bevels::{self, BevelOptions};
-use bspq::conformance::read_lines;
+use bspq::conformance::read_query_lines;
 use bspq::query::{Query, QueryLine};
 use bspq::trace::{reference_trace, trace, Scratch, TraceQuery, TraceResult};
 use bspq::world::World;
@@ -169,11 +169,11 @@ fn bevel_table(out: &mut impl Write, world: &World, boxes: &[TraceQuery]) -> any
 pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
     let loaded = args.world.open()?;
     let world = loaded.view();
-    let lines = read_lines(&args.queries)
+    let lines = read_query_lines(&args.queries)
         .with_context(|| format!("cannot read {}", args.queries.display()))?;
     let boxes: Vec<TraceQuery> = lines
-        .iter()
-        .filter_map(|l| match QueryLine::parse(l).and_then(|q| q.validate()) {
+        .into_iter()
+        .filter_map(|l| match l.and_then(|l| QueryLine::parse(&l)?.validate()) {
             Ok(Query::Trace(q)) if q.shape.is_none() && q.mins != q.maxs => Some(q),
             _ => None,
         })

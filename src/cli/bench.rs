@@ -8,7 +8,7 @@ mod shapes;
 
 use super::WorldArgs;
 use anyhow::{bail, Context};
-use bspq::conformance::read_lines;
+use bspq::conformance::read_query_lines;
 use bspq::query::{Query, QueryLine};
 use bspq::trace::sieve::Sieve;
 use bspq::trace::{
@@ -365,14 +365,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let loaded = args.world.open()?;
     let world = loaded.view();
     let load_seconds = load_start.elapsed().as_secs_f64();
-    let lines = read_lines(&args.queries)
+    let lines = read_query_lines(&args.queries)
         .with_context(|| format!("cannot read queries from {}", args.queries.display()))?;
 
     let mut traces = Vec::new();
     let mut points = Vec::new();
     let mut rejected = 0usize;
-    for (index, line) in lines.iter().enumerate() {
-        match QueryLine::parse(line).and_then(|q| q.validate()) {
+    for (index, line) in lines.into_iter().enumerate() {
+        match line.and_then(|line| QueryLine::parse(&line)?.validate()) {
             Ok(Query::Trace(q)) => traces.push(q),
             Ok(Query::Point(p)) => points.push(p),
             Err(err) => {

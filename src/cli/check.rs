@@ -11,7 +11,7 @@
 use super::WorldArgs;
 use anyhow::{bail, Context};
 use bspq::accuracy::{shape_query, KINDS};
-use bspq::conformance::read_lines;
+use bspq::conformance::read_query_lines;
 use bspq::math::XorShift;
 use bspq::query::{Query, QueryLine, ShapeLine};
 use bspq::trace::{
@@ -181,12 +181,12 @@ fn differing(got: &[TraceResult], expected: &[TraceResult]) -> Vec<usize> {
 
 /// The moves (rays, boxes and shapes, not points) of a query file.
 fn file_moves(path: &Path) -> anyhow::Result<Vec<TraceQuery>> {
-    let lines =
-        read_lines(path).with_context(|| format!("cannot read queries from {}", path.display()))?;
+    let lines = read_query_lines(path)
+        .with_context(|| format!("cannot read queries from {}", path.display()))?;
     let moves: Vec<TraceQuery> = lines
-        .iter()
+        .into_iter()
         .filter_map(
-            |line| match QueryLine::parse(line).and_then(|q| q.validate()) {
+            |line| match line.and_then(|line| QueryLine::parse(&line)?.validate()) {
                 Ok(Query::Trace(q)) => Some(q),
                 _ => None,
             },

@@ -5,13 +5,13 @@ use super::WorldArgs;
 use anyhow::Context;
 use bspq::proto::v1 as pb;
 use bspq::query::{
-    answer_all, error_json, error_line, Answer, HitAnswer, PointAnswer, Query, QueryError,
-    QueryLine, Request, TraceAnswer,
+    answer_all, error_json, error_line, query_lines, Answer, HitAnswer, PointAnswer, Query,
+    QueryError, QueryLine, Request, TraceAnswer,
 };
 use bspq::trace::BatchOptions;
 use clap::Args;
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -43,12 +43,12 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let stdin = std::io::stdin().lock();
     let mut out = super::answers_out();
     let mut failed = 0usize;
-    let mut lines = stdin.lines().enumerate();
+    let mut lines = query_lines(stdin).enumerate();
     loop {
         let chunk: Vec<(usize, Result<Request, QueryError>)> = next_chunk(&mut lines, batch)?
             .into_iter()
             .map(|(index, line)| {
-                let request = QueryLine::parse(&line).and_then(|q| q.request_in(&world));
+                let request = line.and_then(|line| QueryLine::parse(&line)?.request_in(&world));
                 (index, request)
             })
             .collect();
@@ -81,19 +81,19 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// An input line and its (0-based) line number.
-type InputLine = (usize, String);
+/// An input line and its (0-based) line number: its text, or why it has none.
+type InputLine = (usize, Result<String, QueryError>);
 
 /// Up to `batch` non-blank input lines with their line numbers; empty at
 /// the end of the input.
 fn next_chunk(
-    lines: &mut impl Iterator<Item = (usize, std::io::Result<String>)>,
+    lines: &mut impl Iterator<Item = (usize, std::io::Result<Result<String, QueryError>>)>,
     batch: usize,
 ) -> std::io::Result<Vec<InputLine>> {
     let mut chunk = Vec::with_capacity(batch);
     for (index, line) in lines {
         let line = line?;
-        if line.trim().is_empty() {
+        if line.as_ref().is_ok_and(|text| text.trim().is_empty()) {
             continue;
         }
         chunk.push((index, line));
@@ -162,7 +162,7 @@ fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCod
         let stdin = std::io::stdin().lock();
         let mut out = super::answers_out();
         let mut failed = 0usize;
-        let mut lines = stdin.lines().enumerate();
+        let mut lines = query_lines(stdin).enumerate();
         loop {
             let chunk = next_chunk(&mut lines, batch)?;
             if chunk.is_empty() {
@@ -265,7 +265,10 @@ async fn answer_chunk(
     let mut point_slots = Vec::new();
     let mut any_hit = vec![false; chunk.len()];
     for (pos, (index, line)) in chunk.iter().enumerate() {
-        let parsed = QueryLine::parse(line).and_then(|q| remote_request(&q).map(|r| (q, r)));
+        let parsed = line.clone().and_then(|line| {
+            let q = QueryLine::parse(&line)?;
+            remote_request(&q).map(|r| (q, r))
+        });
         any_hit[pos] = matches!(&parsed, Ok((line, Request::AnyHit(_))) if line.any == Some(true));
         match parsed {
             Err(err) => {
