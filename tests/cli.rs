@@ -774,3 +774,46 @@ fn a_line_that_is_not_utf8_is_one_bad_line() {
         "{text}"
     );
 }
+
+/// Sizes that would only exhaust memory are refused when the arguments are
+/// parsed, with the range allowed: they used to abort on the allocation
+/// (status 134) or panic on a capacity overflow.
+#[test]
+fn huge_counts_are_refused_with_their_range() {
+    let map = common::map_path("q3dm6ish");
+    let map = map.to_str().expect("utf-8");
+    for (args, range) in [
+        (
+            vec!["trace", "--world", map, "--batch", "1000000000000"],
+            "from 1 to 1048576",
+        ),
+        (
+            vec!["trace", "--world", map, "--batch", "18446744073709551615"],
+            "from 1 to 1048576",
+        ),
+        (
+            vec!["trace", "--world", map, "--threads", "0"],
+            "from 1 to 1024",
+        ),
+        (
+            vec!["check", "--world", map, "--moves", "1000000000000"],
+            "from 1 to 1000000",
+        ),
+        (
+            vec![
+                "bench",
+                "--world",
+                map,
+                "--queries",
+                map,
+                "--runs",
+                "1000000000000",
+            ],
+            "from 1 to 1000",
+        ),
+    ] {
+        let out = bspq(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr_of(&out));
+        assert!(stderr_of(&out).contains(range), "{}", stderr_of(&out));
+    }
+}

@@ -39,17 +39,17 @@ pub struct BenchArgs {
     #[arg(long)]
     queries: PathBuf,
     /// Timed runs per engine; the median is reported.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = super::count_up_to::<1000>)]
     runs: usize,
     /// Shortest time of one run (ms): the query file is replayed until it is reached.
     #[arg(long, default_value_t = 200)]
     min_run_ms: u64,
     /// Also run the batch kernel on this many threads (each batch split
     /// into this many pieces).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = super::count_up_to::<{ super::MAX_THREADS }>)]
     threads: usize,
     /// Queries per call of the batch kernel.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = super::count_up_to::<{ super::MAX_BATCH }>)]
     batch: usize,
     /// Print one JSON object on stdout (the human summary goes to stderr).
     #[arg(long)]
@@ -352,15 +352,6 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    if args.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
-    if args.threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    if args.batch == 0 {
-        bail!("--batch must be at least 1");
-    }
     let load_start = Instant::now();
     let loaded = args.world.open()?;
     let world = loaded.view();

@@ -29,7 +29,7 @@ pub struct CheckArgs {
     #[command(flatten)]
     world: WorldArgs,
     /// Random moves to trace (rays and boxes of several sizes and masks).
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 20_000, value_parser = super::count_up_to::<MAX_MOVES>)]
     moves: usize,
     /// Seed of the moves (the same seed gives the same moves).
     #[arg(long, default_value_t = 1)]
@@ -39,6 +39,9 @@ pub struct CheckArgs {
     #[arg(long, conflicts_with_all = ["moves", "seed"])]
     queries: Option<PathBuf>,
 }
+
+/// Most random moves: a million hold about 330 MB (and take seconds).
+const MAX_MOVES: usize = 1_000_000;
 
 /// Box sizes: a ray, Quake 3's standing and crouching player, a small
 /// projectile, an uneven box.
@@ -54,9 +57,6 @@ const BOXES: [([f32; 3], [f32; 3]); 5] = [
 const MASKS: [u32; 5] = [1, 0x0201_0001, 0x0600_0001, 0x38, u32::MAX];
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    if args.moves == 0 {
-        bail!("--moves must be at least 1");
-    }
     let loaded = args.world.open()?;
     let world = loaded.view();
     let moves = match &args.queries {

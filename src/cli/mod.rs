@@ -90,6 +90,22 @@ fn parse_bevel_angle(text: &str) -> Result<f32, String> {
     }
 }
 
+/// Most queries a command answers, sends or times in one batch.
+pub const MAX_BATCH: usize = 1 << 20;
+/// Most threads (or clients) a command starts.
+pub const MAX_THREADS: usize = 1024;
+
+/// A count from 1 to `MAX`, for flags whose value sizes memory or
+/// threads: a larger one would only exhaust them.
+pub fn count_up_to<const MAX: usize>(text: &str) -> Result<usize, String> {
+    let count: usize = text.parse().map_err(|e| format!("{e}"))?;
+    if (1..=MAX).contains(&count) {
+        Ok(count)
+    } else {
+        Err(format!("a count from 1 to {MAX}"))
+    }
+}
+
 impl BevelArgs {
     pub fn options(&self) -> bspq::compile::bevels::BevelOptions {
         bspq::compile::bevels::BevelOptions {

@@ -23,29 +23,28 @@ pub struct TraceArgs {
     #[arg(long, env = "BSPQ_SERVER")]
     server: Option<String>,
     /// Lines answered per batch (locally, or per round of gRPC calls with `--server`).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = super::count_up_to::<{ super::MAX_BATCH }>)]
     batch: usize,
     /// Threads a local batch may use (default: all cores).
-    #[arg(long)]
+    #[arg(long, value_parser = super::count_up_to::<{ super::MAX_THREADS }>)]
     threads: Option<usize>,
 }
 
 pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     if let Some(server) = &args.server {
-        return run_remote(server, &args.world.world, args.batch.max(1));
+        return run_remote(server, &args.world.world, args.batch);
     }
     let loaded = args.world.open()?;
     let world = loaded.view();
     let options = args
         .threads
         .map_or_else(BatchOptions::default, BatchOptions::with_threads);
-    let batch = args.batch.max(1);
     let stdin = std::io::stdin().lock();
     let mut out = super::answers_out();
     let mut failed = 0usize;
     let mut lines = query_lines(stdin).enumerate();
     loop {
-        let chunk: Vec<(usize, Result<Request, QueryError>)> = next_chunk(&mut lines, batch)?
+        let chunk: Vec<(usize, Result<Request, QueryError>)> = next_chunk(&mut lines, args.batch)?
             .into_iter()
             .map(|(index, line)| {
                 let request = line.and_then(|line| QueryLine::parse(&line)?.request_in(&world));
@@ -90,7 +89,7 @@ fn next_chunk(
     lines: &mut impl Iterator<Item = (usize, std::io::Result<Result<String, QueryError>>)>,
     batch: usize,
 ) -> std::io::Result<Vec<InputLine>> {
-    let mut chunk = Vec::with_capacity(batch);
+    let mut chunk = Vec::new();
     for (index, line) in lines {
         let line = line?;
         if line.as_ref().is_ok_and(|text| text.trim().is_empty()) {

@@ -49,10 +49,10 @@ pub struct LoadArgs {
     #[arg(long)]
     queries: PathBuf,
     /// Queries per request. gRPC batches share one box, so queries are grouped by box first.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = super::count_up_to::<{ super::MAX_BATCH }>)]
     batch: usize,
     /// Concurrent clients (one connection each).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = super::count_up_to::<{ super::MAX_THREADS }>)]
     concurrency: usize,
     /// Seconds to run.
     #[arg(long, default_value_t = 10.0)]
@@ -154,10 +154,6 @@ impl Tally {
 }
 
 pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(
-        args.batch >= 1 && args.concurrency >= 1,
-        "--batch and --concurrency must be at least 1"
-    );
     anyhow::ensure!(
         args.duration.is_finite() && args.duration > 0.0,
         "--duration must be positive"
