@@ -817,3 +817,37 @@ fn huge_counts_are_refused_with_their_range() {
         assert!(stderr_of(&out).contains(range), "{}", stderr_of(&out));
     }
 }
+
+/// A `:member` after a file that is not a .pk3 archive is an error (it
+/// used to be ignored and the file opened as a whole).
+#[test]
+fn a_member_of_a_file_that_is_no_archive_is_an_error() {
+    let world = format!(
+        "{}:maps/x.bsp",
+        common::map_path("oa_ctf2").to_str().expect("utf-8")
+    );
+    let out = bspq(["inspect", "--world", &world]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out)
+            .contains("oa_ctf2.bsp is not a .pk3 archive, so it has no member maps/x.bsp"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+/// A world that is not a regular file is held to the size limit as it is
+/// read: `/dev/zero` used to be read without end.
+#[test]
+fn a_world_read_from_a_device_is_held_to_the_size_limit() {
+    if !std::path::Path::new("/dev/zero").exists() {
+        return;
+    }
+    let out = bspq(["inspect", "--world", "/dev/zero"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("/dev/zero is larger than the limit of 536870912 bytes"),
+        "{}",
+        stderr_of(&out)
+    );
+}

@@ -17,7 +17,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let spec = bspq::world::load::WorldSpec::parse(&args.world.world);
     let mut checksum_ok = true;
     if spec.member.is_none() {
-        if let Ok(bytes) = std::fs::read(&spec.path) {
+        if let Ok(bytes) = bspq::world::load::read_limited(&spec.path) {
             if format::looks_like_world_file(&bytes) {
                 checksum_ok = print_layout(&bytes);
             }

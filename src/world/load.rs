@@ -35,6 +35,8 @@ pub enum LoadError {
     UnknownFormat,
     #[error("compiled world: {0}")]
     Format(FormatError),
+    #[error("{path} is not a .pk3 archive, so it has no member {member}")]
+    NotAnArchive { path: PathBuf, member: String },
 }
 
 impl From<FormatError> for LoadError {
@@ -85,19 +87,32 @@ impl WorldSpec {
     }
 }
 
-fn read_limited(path: &Path) -> Result<Vec<u8>, LoadError> {
+/// Reads a whole file of at most [`MAX_SOURCE_BYTES`]. The limit holds
+/// while reading, not only by the size the file system reports: a device
+/// or a pipe (`/dev/zero`) reports none.
+pub fn read_limited(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use std::io::Read;
     let io = |error| LoadError::Io {
         path: path.to_owned(),
         error,
     };
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > MAX_SOURCE_BYTES {
-        return Err(LoadError::TooLarge {
-            path: path.to_owned(),
-            limit: MAX_SOURCE_BYTES,
-        });
+    let too_large = || LoadError::TooLarge {
+        path: path.to_owned(),
+        limit: MAX_SOURCE_BYTES,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let reported = file.metadata().map_err(io)?.len();
+    if reported > MAX_SOURCE_BYTES {
+        return Err(too_large());
     }
-    std::fs::read(path).map_err(io)
+    let mut bytes = Vec::with_capacity(reported as usize);
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
 }
 
 /// Reads the bytes of the map a spec names (extracting a pk3 member if asked).
@@ -123,6 +138,12 @@ pub fn read_source(spec: &WorldSpec) -> Result<Vec<u8>, LoadError> {
             }
         };
         return Ok(pk3::read_member(&bytes, &member)?);
+    }
+    if let Some(member) = &spec.member {
+        return Err(LoadError::NotAnArchive {
+            path: spec.path.clone(),
+            member: member.clone(),
+        });
     }
     Ok(bytes)
 }
