@@ -851,3 +851,27 @@ fn a_world_read_from_a_device_is_held_to_the_size_limit() {
         stderr_of(&out)
     );
 }
+
+/// `bspq inspect FILE` (SPEC §6) prints what `--world FILE` prints.
+#[test]
+fn inspect_takes_the_world_alone_or_with_world() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let world = compile_into(dir.path(), "q3dm6ish", "q3.bspq", &["--reproducible"]);
+    let alone = bspq(["inspect", &world]);
+    let flagged = bspq(["inspect", "--world", &world]);
+    assert!(alone.status.success(), "{}", stderr_of(&alone));
+    let text = |out: &Output| {
+        // Everything but the load time.
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.contains(" ms"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(text(&alone).contains("world            q3dm6ish"));
+    assert_eq!(text(&alone), text(&flagged));
+    let both = bspq(["inspect", &world, "--world", &world]);
+    assert_eq!(both.status.code(), Some(2));
+    let neither = bspq(["inspect"]);
+    assert_eq!(neither.status.code(), Some(2));
+}

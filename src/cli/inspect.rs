@@ -1,20 +1,37 @@
 //! `bspq inspect`: what a world holds, and for compiled files how they are laid out.
 
-use super::WorldArgs;
+use super::{BevelArgs, WorldArgs};
 use bspq::world::bvh::{EMPTY_SLOT, LOOSE_FACET, PATCH, PRIMITIVE, RAY_FACET, SMALL_BOX_HALF};
 use bspq::world::format;
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// The world is named as other commands name it (`--world FILE`) or, as
+/// SPEC §6 writes it, alone (`bspq inspect FILE`).
 #[derive(Args)]
+#[command(group(clap::ArgGroup::new("named").required(true).args(["file", "world"])))]
 pub struct InspectArgs {
+    /// World: a compiled world file, a Quake 3 .bsp, or ARCHIVE.pk3:maps/NAME.bsp (as --world).
+    #[arg(value_name = "FILE")]
+    file: Option<String>,
+    /// World: a compiled world file, a Quake 3 .bsp, or ARCHIVE.pk3:maps/NAME.bsp (told apart by content).
+    #[arg(long)]
+    world: Option<String>,
+    /// Leave patch (curve) collision out.
+    #[arg(long)]
+    no_curves: bool,
     #[command(flatten)]
-    world: WorldArgs,
+    bevels: BevelArgs,
 }
 
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
-    let spec = bspq::world::load::WorldSpec::parse(&args.world.world);
+    let world_args = WorldArgs {
+        world: args.file.or(args.world).unwrap_or_default(),
+        no_curves: args.no_curves,
+        bevels: args.bevels,
+    };
+    let spec = bspq::world::load::WorldSpec::parse(&world_args.world);
     let mut checksum_ok = true;
     if spec.member.is_none() {
         if let Ok(bytes) = bspq::world::load::read_limited(&spec.path) {
@@ -24,7 +41,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let started = Instant::now();
-    let loaded = args.world.open()?;
+    let loaded = world_args.open()?;
     let load_ms = started.elapsed().as_secs_f64() * 1000.0;
     let world = loaded.view();
     let info = world.info;
