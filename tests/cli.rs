@@ -875,3 +875,22 @@ fn inspect_takes_the_world_alone_or_with_world() {
     let neither = bspq(["inspect"]);
     assert_eq!(neither.status.code(), Some(2));
 }
+
+/// `bspq compile` names the file it cannot read once (it used to say
+/// "cannot read X: cannot read X: …").
+#[test]
+fn compile_names_a_missing_source_once() {
+    let out = bspq([
+        "compile",
+        "/nonexistent/nomap.bsp",
+        "-o",
+        "/nonexistent/x.bspq",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = stderr_of(&out);
+    assert_eq!(
+        stderr.matches("/nonexistent/nomap.bsp").count(),
+        1,
+        "{stderr}"
+    );
+}

@@ -140,7 +140,7 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
     };
     let bytes = progress
         .stage("read", || read_source(&spec))
-        .with_context(|| format!("cannot read {}", args.input))?;
+        .map_err(|err| super::load_error(err, || format!("cannot read {}", args.input)))?;
     let mut data = progress
         .stage("compile", || compile_source(&bytes, &spec.name(), &options))
         .map_err(|err| match err {

@@ -121,7 +121,6 @@ impl WorldArgs {
     /// error rather than ignored, so that no command answers (or compares
     /// answers) for a setting it does not have.
     pub fn open(&self) -> anyhow::Result<bspq::world::load::LoadedWorld> {
-        use anyhow::Context;
         let spec = bspq::world::load::WorldSpec::parse(&self.world);
         let options = bspq::compile::CompileOptions {
             curves: !self.no_curves,
@@ -129,7 +128,7 @@ impl WorldArgs {
             ..Default::default()
         };
         let loaded = bspq::world::load::open_world(&spec, &options)
-            .with_context(|| format!("cannot open world {}", self.world))?;
+            .map_err(|err| load_error(err, || format!("cannot open world {}", self.world)))?;
         if self.no_curves && loaded.view().info.curves {
             anyhow::bail!(
                 "{} is a world file compiled with curves: --no-curves applies to maps \
@@ -138,6 +137,19 @@ impl WorldArgs {
             );
         }
         Ok(loaded)
+    }
+}
+
+/// A world's load error, with `context` first unless the error already
+/// names the file.
+pub(crate) fn load_error(
+    err: bspq::world::load::LoadError,
+    context: impl FnOnce() -> String,
+) -> anyhow::Error {
+    if err.names_file() {
+        err.into()
+    } else {
+        anyhow::Error::new(err).context(context())
     }
 }
 

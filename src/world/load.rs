@@ -39,6 +39,20 @@ pub enum LoadError {
     NotAnArchive { path: PathBuf, member: String },
 }
 
+impl LoadError {
+    /// Whether the message names the file it is about, so that a caller
+    /// adding context need not name it again.
+    pub fn names_file(&self) -> bool {
+        matches!(
+            self,
+            LoadError::Io { .. }
+                | LoadError::TooLarge { .. }
+                | LoadError::NeedMember { .. }
+                | LoadError::NotAnArchive { .. }
+        )
+    }
+}
+
 impl From<FormatError> for LoadError {
     fn from(error: FormatError) -> Self {
         LoadError::Format(error)
