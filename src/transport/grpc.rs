@@ -496,18 +496,8 @@ impl Admin for GrpcAdmin {
         let (name, data) = (req.name, req.data);
         let version = state
             .run_blocking("admin", move |s| s.upload(&name, &data))
-            .await;
-        if version.is_err() {
-            state
-                .metrics
-                .load_failures
-                .with_label_values(&[&world])
-                .inc();
-        }
-        Ok(Response::new(pb::LoadWorldResponse {
-            world,
-            version: version?,
-        }))
+            .await?;
+        Ok(Response::new(pb::LoadWorldResponse { world, version }))
     }
 
     async fn unload_world(

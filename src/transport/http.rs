@@ -106,19 +106,9 @@ async fn readyz(State(state): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
-    // Rebuilt from the registry at each scrape, so an unloaded world's
-    // series disappears instead of showing its last version for ever.
-    state.metrics.world_version.reset();
-    for d in state.service.describe_all() {
-        state
-            .metrics
-            .world_version
-            .with_label_values(&[&d.name])
-            .set(d.version as i64);
-    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
+        state.metrics.render(&state.service.registry),
     )
         .into_response()
 }
@@ -345,15 +335,8 @@ async fn put_world(
     state.service.check_admin(bearer(&headers))?;
     let bytes = body_bytes(body, state.service.limits.max_upload_bytes)?;
     let world = name.clone();
-    let version = run_blocking(&state, "admin", move |s| s.upload(&name, &bytes)).await;
-    if version.is_err() {
-        state
-            .metrics
-            .load_failures
-            .with_label_values(&[&world])
-            .inc();
-    }
-    Ok(Json(serde_json::json!({"world": world, "version": version?})).into_response())
+    let version = run_blocking(&state, "admin", move |s| s.upload(&name, &bytes)).await?;
+    Ok(Json(serde_json::json!({"world": world, "version": version})).into_response())
 }
 
 async fn delete_world(
