@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
+use tonic::service::interceptor::InterceptedService;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 const TRANSPORT: &str = "grpc";
@@ -269,24 +270,8 @@ impl GrpcState {
     }
 
     fn rejected(&self, e: &ServiceError) -> Status {
-        self.metrics
-            .request_errors
-            .with_label_values(&[e.code(), TRANSPORT])
-            .inc();
+        self.metrics.count_error(e.code(), TRANSPORT);
         status(e)
-    }
-
-    fn count(&self, world: &str, kind: &str, queries: usize) {
-        let m = &self.metrics;
-        m.requests
-            .with_label_values(&[world, kind, TRANSPORT])
-            .inc();
-        m.queries
-            .with_label_values(&[world, kind, TRANSPORT])
-            .inc_by(queries as u64);
-        m.batch_size
-            .with_label_values(&[kind, TRANSPORT])
-            .observe(queries as f64);
     }
 
     async fn trace_batch(&self, req: pb::TraceRequest) -> Result<pb::TraceResponse, Status> {
@@ -299,19 +284,22 @@ impl GrpcState {
             PackedResults::Traces(t) => t.len(),
             PackedResults::Hits(h) => h.len(),
         };
-        self.count(&world, "trace", count);
+        self.metrics.count_batch(&world, "trace", TRANSPORT, count);
         Ok(trace_response(answer, sequence))
     }
 
-    fn bearer<T>(&self, req: &Request<T>) -> Result<(), Status> {
-        let token = req
+    /// The admin interceptor: checks the `authorization` metadata before
+    /// tonic decodes (so reads) the message, so an unauthorised upload
+    /// costs nothing and is refused before any size limit applies.
+    fn require_admin(&self, req: Request<()>) -> Result<Request<()>, Status> {
+        let authorization = req
             .metadata()
             .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.to_str().ok());
         self.service
-            .check_admin(token)
-            .map_err(|e| self.rejected(&e))
+            .check_admin(authorization)
+            .map_err(|e| self.rejected(&e))?;
+        Ok(req)
     }
 }
 
@@ -384,7 +372,9 @@ impl Collision for GrpcCollision {
         let answer = state
             .run_blocking("contents", move |s| s.contents(&name, &pts))
             .await?;
-        state.count(&req.world, "contents", count);
+        state
+            .metrics
+            .count_batch(&answer.world, "contents", TRANSPORT, count);
         let contents = answer
             .results
             .iter()
@@ -479,7 +469,8 @@ impl Collision for GrpcCollision {
     }
 }
 
-/// The token-protected `Admin` service.
+/// The token-protected `Admin` service (served behind
+/// [`GrpcState::require_admin`]).
 #[derive(Debug, Clone)]
 pub struct GrpcAdmin(pub GrpcState);
 
@@ -490,13 +481,13 @@ impl Admin for GrpcAdmin {
         request: Request<pb::LoadWorldRequest>,
     ) -> Result<Response<pb::LoadWorldResponse>, Status> {
         let state = &self.0;
-        state.bearer(&request)?;
         let req = request.into_inner();
         let world = req.name.clone();
         let (name, data) = (req.name, req.data);
         let version = state
             .run_blocking("admin", move |s| s.upload(&name, &data))
             .await?;
+        state.metrics.count_request(&world, "admin", TRANSPORT);
         Ok(Response::new(pb::LoadWorldResponse { world, version }))
     }
 
@@ -505,12 +496,12 @@ impl Admin for GrpcAdmin {
         request: Request<pb::UnloadWorldRequest>,
     ) -> Result<Response<pb::UnloadWorldResponse>, Status> {
         let state = &self.0;
-        state.bearer(&request)?;
         let name = request.into_inner().name;
         state
             .service
             .unload(&name)
             .map_err(|e| state.rejected(&e))?;
+        state.metrics.count_request(&name, "admin", TRANSPORT);
         Ok(Response::new(pb::UnloadWorldResponse {
             world: name,
             unloaded: true,
@@ -548,9 +539,13 @@ pub async fn serve(
     let collision = CollisionServer::new(GrpcCollision(state.clone()))
         .max_decoding_message_size(decode)
         .max_encoding_message_size(encode);
-    let admin = AdminServer::new(GrpcAdmin(state.clone()))
-        .max_decoding_message_size(upload)
-        .max_encoding_message_size(encode);
+    let admin_state = state.clone();
+    let admin = InterceptedService::new(
+        AdminServer::new(GrpcAdmin(state.clone()))
+            .max_decoding_message_size(upload)
+            .max_encoding_message_size(encode),
+        move |request| admin_state.require_admin(request),
+    );
     let mut builder = tonic::transport::Server::builder()
         .concurrency_limit_per_connection(options.concurrency_per_connection.max(1))
         .http2_keepalive_interval(Some(options.keepalive_interval))
