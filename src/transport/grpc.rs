@@ -12,14 +12,19 @@ use crate::service::{
     triples, xyz, PackedAnswer, PackedResults, PackedTraces, Service, ServiceError,
     WorldDescription,
 };
+use axum::response::IntoResponse;
 use pb::admin_server::{Admin, AdminServer};
 use pb::collision_server::{Collision, CollisionServer};
+use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
+use tonic::codegen::{http, BoxFuture, Service as TowerService};
+use tonic::server::NamedService;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Code, Request, Response, Status, Streaming};
 
@@ -274,6 +279,17 @@ impl GrpcState {
         status(e)
     }
 
+    /// tonic's own refusal of a message over the decode limit (OUT_OF_RANGE,
+    /// plain text) as the error table's `too_large`; other statuses as they
+    /// are. No handler answers OUT_OF_RANGE, so the code alone tells it.
+    fn table_status(&self, status: Status, limit: usize) -> Status {
+        if status.code() == Code::OutOfRange {
+            self.rejected(&ServiceError::TooLarge(limit))
+        } else {
+            status
+        }
+    }
+
     async fn trace_batch(&self, req: pb::TraceRequest) -> Result<pb::TraceResponse, Status> {
         let world = req.world.clone();
         let sequence = req.sequence;
@@ -332,13 +348,16 @@ impl Collision for GrpcCollision {
         let (tx, rx) = mpsc::channel(4);
         tokio::spawn(async move {
             let mut stop = state.stop.clone();
+            let limit = state.service.limits.max_body_bytes;
             loop {
                 // One batch at a time: answers leave in request order. New
                 // batches are not taken once shutdown starts.
                 let next = tokio::select! {
                     biased;
-                    _ = stop.wait_for(|s| *s) => break,
-                    next = inbound.message() => next,
+                    // UNAVAILABLE, not OK: the client's batches were not all
+                    // answered, and clients retry UNAVAILABLE.
+                    _ = stop.wait_for(|s| *s) => Err(state.rejected(&ServiceError::ShuttingDown)),
+                    next = inbound.message() => next.map_err(|e| state.table_status(e, limit)),
                 };
                 match next {
                     Ok(Some(batch)) => {
@@ -509,6 +528,55 @@ impl Admin for GrpcAdmin {
     }
 }
 
+/// A gRPC service whose refusals of oversized messages follow the error
+/// table (see [`GrpcState::table_status`]): tonic answers those itself,
+/// before any handler runs, so the rewrite happens around the service.
+#[derive(Clone)]
+struct TableSizeStatus<S> {
+    inner: S,
+    state: GrpcState,
+    /// The limit the refusal names.
+    limit: usize,
+}
+
+impl<S, B> TowerService<http::Request<tonic::body::Body>> for TableSizeStatus<S>
+where
+    S: TowerService<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<B>,
+        Error = Infallible,
+    >,
+    S::Future: Send + 'static,
+    http::Response<B>: IntoResponse,
+{
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let (state, limit) = (self.state.clone(), self.limit);
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let response = answer.await?;
+            // A refusal before the handler is a status in the headers.
+            Ok(match Status::from_header_map(response.headers()) {
+                Some(status) if status.code() == Code::OutOfRange => state
+                    .table_status(status, limit)
+                    .into_http::<axum::body::Body>(),
+                _ => response.into_response(),
+            })
+        })
+    }
+}
+
+impl<S: NamedService> NamedService for TableSizeStatus<S> {
+    const NAME: &'static str = S::NAME;
+}
+
 /// The service name health checking reports for the collision service.
 pub const COLLISION_SERVICE: &str = "bspq.v1.Collision";
 
@@ -536,16 +604,24 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let collision = CollisionServer::new(GrpcCollision(state.clone()))
-        .max_decoding_message_size(decode)
-        .max_encoding_message_size(encode);
-    let admin_state = state.clone();
-    let admin = InterceptedService::new(
-        AdminServer::new(GrpcAdmin(state.clone()))
-            .max_decoding_message_size(upload)
+    let collision = TableSizeStatus {
+        inner: CollisionServer::new(GrpcCollision(state.clone()))
+            .max_decoding_message_size(decode)
             .max_encoding_message_size(encode),
-        move |request| admin_state.require_admin(request),
-    );
+        state: state.clone(),
+        limit: decode,
+    };
+    let admin_state = state.clone();
+    let admin = TableSizeStatus {
+        inner: InterceptedService::new(
+            AdminServer::new(GrpcAdmin(state.clone()))
+                .max_decoding_message_size(upload)
+                .max_encoding_message_size(encode),
+            move |request| admin_state.require_admin(request),
+        ),
+        state: state.clone(),
+        limit: limits.max_upload_bytes,
+    };
     let mut builder = tonic::transport::Server::builder()
         .concurrency_limit_per_connection(options.concurrency_per_connection.max(1))
         .http2_keepalive_interval(Some(options.keepalive_interval))
