@@ -3,6 +3,7 @@
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
+use std::sync::Mutex;
 
 /// Latency buckets in seconds: 50 µs to 5 s.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -14,7 +15,7 @@ const BATCH_BUCKETS: &[f64] = &[
     1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0,
 ];
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     pub requests: IntCounterVec,
@@ -22,9 +23,17 @@ pub struct Metrics {
     pub request_errors: IntCounterVec,
     pub latency: HistogramVec,
     pub batch_size: HistogramVec,
-    pub world_version: IntGaugeVec,
-    pub load_failures: IntCounterVec,
+    /// Mirrors the world registry at each scrape ([`Metrics::render`]).
+    world_version: IntGaugeVec,
+    /// Mirrors the registry's failure tallies at each scrape, so every
+    /// failed load counts whichever path loaded it (start-up, directory,
+    /// upload) and only names the registry accepted become labels.
+    load_failures: IntCounterVec,
     pub in_flight: IntGauge,
+    /// Held while the mirrored series are rebuilt and encoded, so that no
+    /// scrape sees them half rebuilt (a counter dipping to 0 would read as
+    /// a reset).
+    scrape: Mutex<()>,
 }
 
 impl Metrics {
@@ -91,11 +100,54 @@ impl Metrics {
             world_version,
             load_failures,
             in_flight,
+            scrape: Mutex::new(()),
         })
     }
 
-    /// The Prometheus text exposition of every metric.
-    pub fn render(&self) -> String {
+    /// Counts an answered request of `kind` (trace, contents, admin, …).
+    pub fn count_request(&self, world: &str, kind: &str, transport: &str) {
+        self.requests
+            .with_label_values(&[world, kind, transport])
+            .inc();
+    }
+
+    /// Counts an answered batch of `queries` queries.
+    pub fn count_batch(&self, world: &str, kind: &str, transport: &str, queries: usize) {
+        self.count_request(world, kind, transport);
+        self.queries
+            .with_label_values(&[world, kind, transport])
+            .inc_by(queries as u64);
+        self.batch_size
+            .with_label_values(&[kind, transport])
+            .observe(queries as f64);
+    }
+
+    /// Counts a rejected request by its error code.
+    pub fn count_error(&self, code: &str, transport: &str) {
+        self.request_errors
+            .with_label_values(&[code, transport])
+            .inc();
+    }
+
+    /// The Prometheus text exposition of every metric, the per-world series
+    /// taken from `worlds` now (so an unloaded world leaves the version
+    /// gauge instead of showing its last version for ever).
+    pub fn render(&self, worlds: &crate::registry::Registry) -> String {
+        let _scrape = self.scrape.lock().unwrap_or_else(|p| p.into_inner());
+        self.world_version.reset();
+        for name in worlds.names() {
+            if let Some(current) = worlds.get(&name) {
+                self.world_version
+                    .with_label_values(&[&name])
+                    .set(current.version as i64);
+            }
+        }
+        self.load_failures.reset();
+        for (name, failed) in worlds.failed_loads() {
+            self.load_failures
+                .with_label_values(&[&name])
+                .inc_by(failed);
+        }
         let mut out = Vec::new();
         let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut out);
         String::from_utf8_lossy(&out).into_owned()

@@ -9,7 +9,7 @@ use crate::compile::CompileOptions;
 use crate::world::load::{open_world, world_from_bytes, LoadError, LoadedWorld, WorldSpec};
 use arc_swap::ArcSwapOption;
 use dashmap::DashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -29,7 +29,8 @@ pub fn valid_world_name(name: &str) -> bool {
 #[derive(Debug)]
 pub struct WorldVersion {
     pub name: String,
-    /// Per-world counter, starting at 1, increased by every successful load.
+    /// Per-world counter, starting at 1, increased by every successful load
+    /// (an unload does not reset it: a name's versions only increase).
     pub version: u64,
     pub world: LoadedWorld,
     /// Where it came from: a path, `upload`, or `bundled`.
@@ -44,7 +45,9 @@ pub struct SlotStatus {
     pub failed_loads: u64,
 }
 
-/// A world name's current version and status.
+/// A world name's current version and status. Kept after an unload (with
+/// no version and no error it is not listed), so the name's version counter
+/// and failure tally carry on when it is loaded again.
 #[derive(Debug, Default)]
 pub struct WorldSlot {
     current: ArcSwapOption<WorldVersion>,
@@ -61,6 +64,11 @@ impl WorldSlot {
 
     pub fn status(&self) -> SlotStatus {
         self.status.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Whether the name is listed: serving, or with a failure to show.
+    fn is_listed(&self) -> bool {
+        self.current().is_some() || self.status().last_error.is_some()
     }
 }
 
@@ -102,16 +110,35 @@ impl Registry {
         self.slots.get(name).and_then(|s| s.current())
     }
 
-    /// The slot of `name`, if the name was ever loaded (or failed to).
+    /// The slot of `name`, if the name is serving or failed to load since
+    /// it was last unloaded.
     pub fn slot(&self, name: &str) -> Option<Arc<WorldSlot>> {
-        self.slots.get(name).map(|s| Arc::clone(&s))
+        self.slots
+            .get(name)
+            .filter(|s| s.is_listed())
+            .map(|s| Arc::clone(&s))
     }
 
-    /// Names in order.
+    /// Listed names (see [`Registry::slot`]) in order.
     pub fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.slots.iter().map(|e| e.key().clone()).collect();
+        let mut names: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|e| e.is_listed())
+            .map(|e| e.key().clone())
+            .collect();
         names.sort();
         names
+    }
+
+    /// Failed loads of every name ever seen, unloaded ones included (so a
+    /// counter built from this never goes down).
+    pub fn failed_loads(&self) -> Vec<(String, u64)> {
+        self.slots
+            .iter()
+            .map(|e| (e.key().clone(), e.status().failed_loads))
+            .filter(|(_, failed)| *failed > 0)
+            .collect()
     }
 
     /// Whether at least one world is serving.
@@ -159,21 +186,33 @@ impl Registry {
                 Ok(version)
             }
             Err(err) => {
-                let message = err.to_string();
-                if let Ok(mut status) = slot.status.lock() {
-                    status.last_error = Some(message.clone());
-                    status.failed_loads += 1;
-                }
-                let serving = slot.current().map_or(0, |v| v.version);
-                tracing::warn!(world = name, error = %message, serving_version = serving, "world load failed");
-                let _ = self.events.send(WorldEvent {
-                    name: name.to_owned(),
-                    version: serving,
-                    error: Some(message),
-                });
+                self.record_failure(name, &slot, err.to_string());
                 Err(err)
             }
         }
+    }
+
+    /// Records that `name` could not be loaded, for `reason` (say, two files
+    /// claim the name), as a failed load: the serving version, if any, stays.
+    pub fn report_failed_load(&self, name: &str, reason: String) {
+        let slot = self.slot_or_new(name);
+        let _serial = slot.load_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.record_failure(name, &slot, reason);
+    }
+
+    /// Shows a failed load in the status, the log and to watchers.
+    fn record_failure(&self, name: &str, slot: &WorldSlot, message: String) {
+        if let Ok(mut status) = slot.status.lock() {
+            status.last_error = Some(message.clone());
+            status.failed_loads += 1;
+        }
+        let serving = slot.current().map_or(0, |v| v.version);
+        tracing::warn!(world = name, error = %message, serving_version = serving, "world load failed");
+        let _ = self.events.send(WorldEvent {
+            name: name.to_owned(),
+            version: serving,
+            error: Some(message),
+        });
     }
 
     /// Loads (or reloads) `name` from a file: blocking, call off the reactor.
@@ -192,12 +231,18 @@ impl Registry {
         self.install(name, source.to_owned(), load)
     }
 
-    /// Unloads `name`; returns whether it was loaded.
+    /// Unloads `name` (and clears its last error, so it is no longer
+    /// listed); returns whether it was loaded. The slot stays, so the next
+    /// load of the name continues its version counter.
     pub fn unload(&self, name: &str) -> bool {
-        let removed = self
-            .slots
-            .remove(name)
-            .is_some_and(|(_, slot)| slot.current().is_some());
+        let Some(slot) = self.slots.get(name).map(|s| Arc::clone(&s)) else {
+            return false;
+        };
+        let _serial = slot.load_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if let Ok(mut status) = slot.status.lock() {
+            status.last_error = None;
+        }
+        let removed = slot.current.swap(None).is_some();
         if removed {
             tracing::info!(world = name, "world unloaded");
             let _ = self.events.send(WorldEvent {
@@ -208,40 +253,6 @@ impl Registry {
         }
         removed
     }
-
-    /// Loads every world file in `dir` (name = file stem). Returns the names
-    /// that failed, with their errors.
-    pub fn load_dir(&self, dir: &Path) -> std::io::Result<Vec<(String, String)>> {
-        let mut failures = Vec::new();
-        for (name, path) in world_files(dir)? {
-            if let Err(e) = self.load_path(&name, &path) {
-                failures.push((name, e.to_string()));
-            }
-        }
-        Ok(failures)
-    }
-}
-
-/// The world files of a folder: regular files (or symlinks to them) whose
-/// stem is a valid world name, skipping hidden and temporary files.
-pub fn world_files(dir: &Path) -> std::io::Result<Vec<(String, PathBuf)>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        if file_name.starts_with('.') || !path.is_file() {
-            continue;
-        }
-        let Some(stem) = path.file_stem().map(|s| s.to_string_lossy().into_owned()) else {
-            continue;
-        };
-        if valid_world_name(&stem) {
-            out.push((stem, path));
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -280,5 +291,14 @@ mod tests {
         );
         assert!(registry.unload("w"));
         assert!(registry.get("w").is_none());
+        assert!(
+            registry.slot("w").is_none(),
+            "an unloaded world is not listed"
+        );
+        assert_eq!(
+            registry.load_bytes("w", &bytes, "upload").ok(),
+            Some(3),
+            "versions carry on after an unload"
+        );
     }
 }

@@ -3,12 +3,12 @@
 //! port 0 and stop the server with a channel.
 
 use crate::metrics::Metrics;
-use crate::registry::{world_files, Registry};
+use crate::registry::Registry;
 use crate::service::Service;
 use crate::transport::grpc::{self, GrpcOptions, GrpcState, COLLISION_SERVICE};
 use crate::transport::http::{router, HttpState};
 use crate::transport::http_listener;
-use crate::watcher::{watch_dir, DirState};
+use crate::watcher::{load_dir, watch_dir, DirState};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,10 +56,10 @@ pub fn load_initial_worlds(registry: &Registry, options: &ServerOptions) -> anyh
     let mut loaded_any = false;
     if let Some(dir) = &options.worlds_dir {
         if dir.is_dir() {
-            for (name, error) in registry.load_dir(dir)? {
-                tracing::error!(world = %name, %error, "cannot load world");
-            }
-            loaded_any = registry.any_loaded() || !world_files(dir)?.is_empty();
+            // Failures are logged and recorded by the registry.
+            let listing = load_dir(registry, dir)?;
+            loaded_any =
+                registry.any_loaded() || !listing.worlds.is_empty() || !listing.clashes.is_empty();
         } else {
             tracing::warn!(dir = %dir.display(), "worlds directory does not exist");
         }
@@ -112,7 +112,6 @@ pub async fn run(
             let state = DirState::snapshot(&dir);
             tokio::spawn(watch_dir(
                 Arc::clone(&service.registry),
-                Arc::clone(&metrics),
                 dir,
                 options.rescan_interval,
                 state,

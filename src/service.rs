@@ -36,7 +36,7 @@ impl Default for Limits {
 pub enum ServiceError {
     #[error("no world named {0:?}")]
     UnknownWorld(String),
-    #[error("invalid world name {0:?}: names match [A-Za-z0-9_.-]{{1,64}}")]
+    #[error("invalid world name {0:?}: {rule}", rule = world_name_rule(.0))]
     BadWorldName(String),
     #[error("query {index}: {error}")]
     BadQuery { index: usize, error: QueryError },
@@ -54,6 +54,21 @@ pub enum ServiceError {
     TooLarge(usize),
     #[error("internal error: {0}")]
     Internal(String),
+    #[error("no route {0:?} (see GET /v1/worlds)")]
+    NoSuchRoute(String),
+    #[error("method {0} is not allowed here (the Allow header lists those that are)")]
+    MethodNotAllowed(String),
+    #[error("the server is shutting down; retry on another replica or after a restart")]
+    ShuttingDown,
+}
+
+/// Why a rejected world name is invalid.
+fn world_name_rule(name: &str) -> &'static str {
+    if name == "." || name == ".." {
+        "`.` and `..` are reserved"
+    } else {
+        "names match [A-Za-z0-9_.-]{1,64}"
+    }
 }
 
 /// gRPC status codes (numbers from the gRPC specification).
@@ -62,7 +77,9 @@ pub mod grpc_code {
     pub const NOT_FOUND: i32 = 5;
     pub const PERMISSION_DENIED: i32 = 7;
     pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const UNIMPLEMENTED: i32 = 12;
     pub const INTERNAL: i32 = 13;
+    pub const UNAVAILABLE: i32 = 14;
     pub const UNAUTHENTICATED: i32 = 16;
 }
 
@@ -80,6 +97,9 @@ impl ServiceError {
             ServiceError::LoadFailed(_) => "load_failed",
             ServiceError::TooLarge(_) => "too_large",
             ServiceError::Internal(_) => "internal",
+            ServiceError::NoSuchRoute(_) => "not_found",
+            ServiceError::MethodNotAllowed(_) => "method_not_allowed",
+            ServiceError::ShuttingDown => "unavailable",
         }
     }
 
@@ -97,12 +117,17 @@ impl ServiceError {
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
             ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),
             ServiceError::Internal(_) => (500, INTERNAL),
+            ServiceError::NoSuchRoute(_) => (404, UNIMPLEMENTED),
+            ServiceError::MethodNotAllowed(_) => (405, UNIMPLEMENTED),
+            ServiceError::ShuttingDown => (503, UNAVAILABLE),
         }
     }
 
+    /// The first bad query: for too many queries, the first past the limit.
     pub fn query_index(&self) -> Option<usize> {
         match self {
             ServiceError::BadQuery { index, .. } => Some(*index),
+            ServiceError::TooManyQueries { limit, .. } => Some(*limit),
             _ => None,
         }
     }
@@ -415,12 +440,15 @@ impl Service {
         }
     }
 
-    /// Checks an admin bearer token (constant-time comparison).
-    pub fn check_admin(&self, presented: Option<&str>) -> Result<(), ServiceError> {
+    /// Checks an `Authorization` header (HTTP) or metadata value (gRPC):
+    /// `Bearer TOKEN`, the scheme in any case (RFC 7235), the token
+    /// compared in constant time. Cheap, so transports call it before
+    /// reading a request body.
+    pub fn check_admin(&self, authorization: Option<&str>) -> Result<(), ServiceError> {
         let Some(expected) = &self.admin_token else {
             return Err(ServiceError::AdminDisabled);
         };
-        let Some(presented) = presented else {
+        let Some(presented) = authorization.and_then(bearer_token) else {
             return Err(ServiceError::Unauthenticated);
         };
         let (a, b) = (expected.as_bytes(), presented.as_bytes());
@@ -521,6 +549,14 @@ impl Service {
     }
 }
 
+/// The token of a `Bearer TOKEN` credential, the scheme matched in any case.
+fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
+}
+
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a time after 1970.
 pub fn rfc3339(t: SystemTime) -> String {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -567,15 +603,24 @@ mod tests {
     fn admin_tokens() {
         let registry = Arc::new(Registry::default());
         let off = Service::new(Arc::clone(&registry), Limits::default(), None);
-        assert_eq!(off.check_admin(Some("x")), Err(ServiceError::AdminDisabled));
+        assert_eq!(
+            off.check_admin(Some("Bearer x")),
+            Err(ServiceError::AdminDisabled)
+        );
         let on = Service::new(registry, Limits::default(), Some("s3cret".into()));
-        assert_eq!(on.check_admin(Some("s3cret")), Ok(()));
+        for good in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret"] {
+            assert_eq!(on.check_admin(Some(good)), Ok(()), "{good}");
+        }
         for bad in [
             None,
             Some(""),
-            Some("s3cre"),
-            Some("s3cret!"),
-            Some("S3cret"),
+            Some("s3cret"),
+            Some("Bearer "),
+            Some("Bearer s3cre"),
+            Some("Bearer s3cret!"),
+            Some("Bearer S3cret"),
+            Some("Basic s3cret"),
+            Some("Bearers3cret"),
         ] {
             assert_eq!(
                 on.check_admin(bad),

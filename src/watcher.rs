@@ -15,10 +15,9 @@
 //! checksum of a compiled world, every lump of a source) and a failed load
 //! keeps the old version; the writer's next event triggers another scan.
 
-use crate::metrics::Metrics;
-use crate::registry::{world_files, Registry};
+use crate::registry::{valid_world_name, Registry};
 use notify::{EventKind, RecursiveMode, Watcher};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -39,41 +38,140 @@ fn fingerprint(path: &Path) -> Option<Fingerprint> {
     Some((m.len(), m.modified().ok()?, m.ino()))
 }
 
-/// What the last scan saw.
+/// A worlds directory as one scan saw it (or the part of it that is new,
+/// see [`DirState::changed`]).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct DirListing {
+    /// World files, one per name (the file stem), by name.
+    pub worlds: Vec<(String, PathBuf)>,
+    /// Names claimed by more than one file (`dup.bsp` and `dup.bspq`), with
+    /// those files: none of them is loaded, since either could be meant.
+    pub clashes: Vec<(String, Vec<PathBuf>)>,
+    /// Files skipped because their stem is not a valid world name.
+    pub invalid_names: Vec<PathBuf>,
+}
+
+/// Lists the world files of `dir`: regular files (or symlinks to them),
+/// hidden and temporary files skipped.
+pub fn list_worlds_dir(dir: &Path) -> std::io::Result<DirListing> {
+    let mut by_name: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    let mut listing = DirListing::default();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let hidden = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if hidden || !path.is_file() {
+            continue;
+        }
+        match path.file_stem().map(|s| s.to_string_lossy().into_owned()) {
+            Some(stem) if valid_world_name(&stem) => by_name.entry(stem).or_default().push(path),
+            _ => listing.invalid_names.push(path),
+        }
+    }
+    for (name, mut paths) in by_name {
+        if paths.len() == 1 {
+            listing.worlds.extend(paths.pop().map(|path| (name, path)));
+        } else {
+            paths.sort();
+            listing.clashes.push((name, paths));
+        }
+    }
+    listing.invalid_names.sort();
+    Ok(listing)
+}
+
+/// Reports what a scan cannot load: a clash as a failed load of its name
+/// (the serving version stays; status, metrics and watchers show it), an
+/// invalid name as a warning.
+fn report_skipped(registry: &Registry, listing: &DirListing) {
+    for (name, paths) in &listing.clashes {
+        let files: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        registry.report_failed_load(
+            name,
+            format!(
+                "{} files claim the world name {name:?} ({}): none is loaded until all but one are removed",
+                paths.len(),
+                files.join(", ")
+            ),
+        );
+    }
+    for path in &listing.invalid_names {
+        tracing::warn!(file = %path.display(), "not a world: the file name (less its extension) must match [A-Za-z0-9_.-]{{1,64}}");
+    }
+}
+
+/// Loads every world file in `dir` (blocking), reporting clashes and
+/// invalid names; returns the listing.
+pub fn load_dir(registry: &Registry, dir: &Path) -> std::io::Result<DirListing> {
+    let listing = list_worlds_dir(dir)?;
+    report_skipped(registry, &listing);
+    for (name, path) in &listing.worlds {
+        // A failure is recorded (and logged) by the registry.
+        let _ = registry.load_path(name, path);
+    }
+    Ok(listing)
+}
+
+/// What the scans so far have loaded and reported.
 #[derive(Debug, Default)]
 pub struct DirState {
+    /// Each world file as last loaded (or tried).
     seen: HashMap<String, Fingerprint>,
+    /// Name clashes reported, with their files.
+    clashes: HashMap<String, Vec<PathBuf>>,
+    /// Files with an invalid name reported.
+    invalid_names: HashSet<PathBuf>,
 }
 
 impl DirState {
-    /// The directory as it is now (after its initial load).
+    /// The directory as it is now, as if loaded and reported (which
+    /// [`load_dir`] did at start-up).
     pub fn snapshot(dir: &Path) -> Self {
         let mut state = Self::default();
-        for (name, path) in world_files(dir).unwrap_or_default() {
-            if let Some(fp) = fingerprint(&path) {
-                state.seen.insert(name, fp);
-            }
-        }
+        state.news(list_worlds_dir(dir).unwrap_or_default());
         state
     }
 
-    /// The world files that are new or changed since the last call, with the
-    /// state updated as if they were loaded.
-    pub fn changed(&mut self, dir: &Path) -> Vec<(String, PathBuf)> {
-        let Ok(files) = world_files(dir) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (name, path) in files {
+    /// What is new in `dir` since the last call: world files new or
+    /// changed, clashes and invalid names not yet reported. The state is
+    /// updated as if they were loaded and reported.
+    pub fn changed(&mut self, dir: &Path) -> DirListing {
+        list_worlds_dir(dir)
+            .map(|listing| self.news(listing))
+            .unwrap_or_default()
+    }
+
+    fn news(&mut self, listing: DirListing) -> DirListing {
+        let mut news = DirListing::default();
+        let mut clashes = HashMap::new();
+        for (name, paths) in listing.clashes {
+            // Forgotten, so that whichever file remains when the clash ends
+            // is loaded then.
+            self.seen.remove(&name);
+            if self.clashes.get(&name) != Some(&paths) {
+                news.clashes.push((name.clone(), paths.clone()));
+            }
+            clashes.insert(name, paths);
+        }
+        self.clashes = clashes;
+        for (name, path) in listing.worlds {
             let Some(fp) = fingerprint(&path) else {
                 continue;
             };
             if self.seen.get(&name) != Some(&fp) {
                 self.seen.insert(name.clone(), fp);
-                out.push((name, path));
+                news.worlds.push((name, path));
             }
         }
-        out
+        news.invalid_names = listing
+            .invalid_names
+            .iter()
+            .filter(|path| !self.invalid_names.contains(*path))
+            .cloned()
+            .collect();
+        self.invalid_names = listing.invalid_names.into_iter().collect();
+        news
     }
 }
 
@@ -110,21 +208,16 @@ fn start_fs_watcher(dir: &Path, tx: mpsc::Sender<()>) -> Option<notify::Recommen
     }
 }
 
-/// Loads what changed in `dir` since `state`, off the reactor.
-async fn reload_changed(
-    registry: &Arc<Registry>,
-    metrics: &Arc<Metrics>,
-    dir: &Path,
-    state: &mut DirState,
-) {
-    for (name, path) in state.changed(dir) {
+/// Loads what changed in `dir` since `state`, off the reactor, and
+/// reports what cannot be loaded.
+async fn reload_changed(registry: &Arc<Registry>, dir: &Path, state: &mut DirState) {
+    let news = state.changed(dir);
+    report_skipped(registry, &news);
+    for (name, path) in news.worlds {
         let registry = Arc::clone(registry);
-        let world = name.clone();
-        // Loading and validating is CPU work: keep it off the reactor.
-        let loaded = tokio::task::spawn_blocking(move || registry.load_path(&world, &path)).await;
-        if !matches!(loaded, Ok(Ok(_))) {
-            metrics.load_failures.with_label_values(&[&name]).inc();
-        }
+        // Loading and validating is CPU work: keep it off the reactor. A
+        // failure is recorded (and logged) by the registry.
+        let _ = tokio::task::spawn_blocking(move || registry.load_path(&name, &path)).await;
     }
 }
 
@@ -133,7 +226,6 @@ async fn reload_changed(
 /// `state` is the directory as the initial load saw it.
 pub async fn watch_dir(
     registry: Arc<Registry>,
-    metrics: Arc<Metrics>,
     dir: PathBuf,
     rescan: Duration,
     mut state: DirState,
@@ -142,7 +234,7 @@ pub async fn watch_dir(
     // Kept alive for as long as the loop runs; dropping it stops the events.
     let _watcher = start_fs_watcher(&dir, tx);
     // Whatever changed between the initial load and the watch starting.
-    reload_changed(&registry, &metrics, &dir, &mut state).await;
+    reload_changed(&registry, &dir, &mut state).await;
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + rescan, rescan);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -153,6 +245,36 @@ pub async fn watch_dir(
                 while let Ok(Some(())) = tokio::time::timeout(SETTLE, wake.recv()).await {}
             }
         }
-        reload_changed(&registry, &metrics, &dir, &mut state).await;
+        reload_changed(&registry, &dir, &mut state).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clashes_and_invalid_names_are_news_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = |name: &str| dir.path().join(name);
+        for name in ["a.bsp", "a.bspq", "b c.bsp", "d.bspq", ".e.bspq.tmp"] {
+            std::fs::write(path(name), name).expect("write");
+        }
+        let mut state = DirState::default();
+        let news = state.changed(dir.path());
+        assert_eq!(news.worlds, [("d".to_owned(), path("d.bspq"))]);
+        assert_eq!(
+            news.clashes,
+            [("a".to_owned(), vec![path("a.bsp"), path("a.bspq")])]
+        );
+        assert_eq!(news.invalid_names, [path("b c.bsp")]);
+        assert_eq!(state.changed(dir.path()), DirListing::default());
+
+        // The clash ends: the remaining file is new, once.
+        std::fs::remove_file(path("a.bspq")).expect("remove");
+        let news = state.changed(dir.path());
+        assert_eq!(news.worlds, [("a".to_owned(), path("a.bsp"))]);
+        assert!(news.clashes.is_empty() && news.invalid_names.is_empty());
+        assert_eq!(state.changed(dir.path()), DirListing::default());
     }
 }

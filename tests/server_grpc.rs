@@ -8,6 +8,7 @@ use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestS
 
 use bspq::proto::v1 as pb;
 use bspq::query::{answer, Answer, PointAnswer, Query, TraceAnswer};
+use bspq::server::ServerOptions;
 use bspq::service::Limits;
 use bspq::trace::Scratch;
 use pb::admin_client::AdminClient;
@@ -386,6 +387,196 @@ async fn watch_worlds_sees_an_admin_upload() {
         .expect("still serving")
         .into_inner();
     assert_eq!(r.version, 2);
+
+    // An unload, then a load of the same name: versions carry on (they
+    // restarted at 1).
+    let mut req = tonic::Request::new(pb::UnloadWorldRequest {
+        name: "q3dm6ish".into(),
+    });
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {TOKEN}").parse().expect("ascii"),
+    );
+    admin.unload_world(req).await.expect("unloaded");
+    let unloaded = events.message().await.expect("event").expect("open");
+    assert_eq!((unloaded.name.as_str(), unloaded.version), ("q3dm6ish", 0));
+    let bytes = std::fs::read(common::map_path("q3dm6ish")).expect("map");
+    let req = admin_request(
+        pb::LoadWorldRequest {
+            name: "q3dm6ish".into(),
+            data: bytes,
+        },
+        Some(&format!("Bearer {TOKEN}")),
+    );
+    assert_eq!(
+        admin
+            .load_world(req)
+            .await
+            .expect("loaded")
+            .into_inner()
+            .version,
+        3
+    );
+    let reloaded = events.message().await.expect("event").expect("open");
+    assert_eq!((reloaded.name.as_str(), reloaded.version), ("q3dm6ish", 3));
+}
+
+/// An admin request carrying this `authorization` metadata (or none).
+fn admin_request<T>(message: T, authorization: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(value) = authorization {
+        request
+            .metadata_mut()
+            .insert("authorization", value.parse().expect("ascii"));
+    }
+    request
+}
+
+/// The admin token is checked (by an interceptor) before tonic decodes, so
+/// reads, the message: an unauthorised upload is refused without being
+/// read, before the size limit (it was read in full, then refused), and
+/// with admin off PERMISSION_DENIED. The scheme is matched in any case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_calls_are_refused_before_their_message_is_read() {
+    let limits = Limits {
+        max_upload_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let server = TestServer::start(None, limits.clone());
+    let mut admin = AdminClient::new(server.channel().await).max_encoding_message_size(usize::MAX);
+    let oversized = || pb::LoadWorldRequest {
+        name: "x".into(),
+        data: vec![0; 4 << 20],
+    };
+    for authorization in [None, Some("Bearer wrong")] {
+        let e = admin
+            .load_world(admin_request(oversized(), authorization))
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            e.code(),
+            Code::Unauthenticated,
+            "{authorization:?}: {}",
+            e.message()
+        );
+        assert_eq!(error_body(&e)["error"]["code"], "unauthenticated");
+    }
+    // With the token the size limit applies, as the error table says.
+    let bearer = format!("bearer {TOKEN}");
+    let e = admin
+        .load_world(admin_request(oversized(), Some(&bearer)))
+        .await
+        .expect_err("too large");
+    assert_eq!(e.code(), Code::ResourceExhausted, "{}", e.message());
+    assert_eq!(error_body(&e)["error"]["code"], "too_large");
+    assert!(
+        e.message().contains(&(1 << 20).to_string()),
+        "{}",
+        e.message()
+    );
+    let map = std::fs::read(common::map_path("aggressor")).expect("map");
+    let request = pb::LoadWorldRequest {
+        name: "uploaded".into(),
+        data: map,
+    };
+    let loaded = admin
+        .load_world(admin_request(request, Some(&bearer)))
+        .await
+        .expect("uploaded");
+    assert_eq!(loaded.into_inner().version, 1);
+
+    let off = TestServer::start_with_admin_token(ServerOptions::default(), limits, None);
+    let mut admin = AdminClient::new(off.channel().await).max_encoding_message_size(usize::MAX);
+    for authorization in [None, Some(bearer.as_str())] {
+        let e = admin
+            .load_world(admin_request(oversized(), authorization))
+            .await
+            .expect_err("admin off");
+        assert_eq!(e.code(), Code::PermissionDenied, "{}", e.message());
+        assert_eq!(error_body(&e)["error"]["code"], "admin_disabled");
+    }
+}
+
+/// A message over `max_body_bytes` is refused as the error table says
+/// (RESOURCE_EXHAUSTED, `too_large`, the JSON body naming the limit), not
+/// with tonic's own OUT_OF_RANGE and plain text: unary, and mid-stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_messages_follow_the_error_table() {
+    let server = TestServer::start(
+        None,
+        Limits {
+            max_body_bytes: 1024,
+            ..Limits::default()
+        },
+    );
+    let mut client = server.collision().await;
+    let pairs = vec![([0.0, 0.0, 0.0], [0.0, 0.0, -100.0]); 100];
+    let too_large = |e: &tonic::Status| {
+        assert_eq!(e.code(), Code::ResourceExhausted, "{}", e.message());
+        assert_eq!(error_body(e)["error"]["code"], "too_large");
+        assert!(e.message().contains("1024"), "{}", e.message());
+    };
+    let e = client
+        .trace(ray_request("q3dm6ish", &pairs))
+        .await
+        .expect_err("too large");
+    too_large(&e);
+
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    let mut responses = client
+        .trace_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("stream opens")
+        .into_inner();
+    tx.send(ray_request("q3dm6ish", &pairs[..2]))
+        .await
+        .expect("send");
+    let small = responses.message().await.expect("answer").expect("open");
+    assert_eq!(small.fractions.len(), 2);
+    tx.send(ray_request("q3dm6ish", &pairs))
+        .await
+        .expect("send");
+    let e = responses.message().await.expect_err("too large");
+    too_large(&e);
+    let metrics = ureq::get(&format!("{}/metrics", server.base))
+        .call()
+        .expect("scrape")
+        .body_mut()
+        .read_to_string()
+        .expect("text");
+    assert!(
+        metrics.contains("bspq_request_errors_total{code=\"too_large\",transport=\"grpc\"} 2"),
+        "{metrics}"
+    );
+}
+
+/// Shutdown ends an open `TraceStream` whose client is still sending with
+/// UNAVAILABLE (which clients retry, see the README), not OK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_open_trace_streams_with_unavailable() {
+    let mut server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    let mut responses = client
+        .trace_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("stream opens")
+        .into_inner();
+    let ok = ([0.0, 0.0, 0.0], [0.0, 0.0, -100.0]);
+    tx.send(ray_request("q3dm6ish", &[ok])).await.expect("send");
+    responses.message().await.expect("answer").expect("open");
+    server.begin_stop();
+    let e = tokio::time::timeout(Duration::from_secs(10), responses.message())
+        .await
+        .expect("ends in time")
+        .expect_err("ends with a status");
+    assert_eq!(e.code(), Code::Unavailable, "{}", e.message());
+    assert_eq!(error_body(&e)["error"]["code"], "unavailable");
+    drop(tx);
+    let stopped = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .expect("join");
+    stopped.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,10 +8,12 @@ use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestS
 use bspq::compile::CompileOptions;
 use bspq::query::{answer, Answer};
 use bspq::registry::WorldVersion;
+use bspq::server::ServerOptions;
 use bspq::service::Limits;
 use bspq::trace::Scratch;
 use bspq::world::format;
 use bspq::world::load::compile_source;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -177,7 +179,8 @@ fn every_route_and_error_path() {
     let many =
         serde_json::json!({"queries": vec![serde_json::json!({"start":[0,0,0],"end":[1,1,1]}); 9]});
     let (s, b) = post(&base, trace, &many.to_string());
-    expect_error(s, &b, 400, "too_many_queries", None);
+    // The first query past the limit is the first bad one.
+    expect_error(s, &b, 400, "too_many_queries", Some(8));
     let (s, b) = post(&base, trace, "{not json");
     expect_error(s, &b, 400, "malformed_request", None);
     let (s, b) = get(&base, "/v1/worlds/q3dm6ish/trace?start=1,2&end=0,0,0");
@@ -209,12 +212,8 @@ fn every_route_and_error_path() {
     );
     assert!(w["last_error"].as_str().is_some_and(|e| !e.is_empty()));
     let version_series = "bspq_world_version{world=\"uploaded\"} 1";
-    let scrape = || {
-        let (s, metrics) = call(agent().get(&format!("{base}/metrics")).call());
-        assert_eq!(s, 200);
-        metrics.as_str().unwrap_or_default().to_owned()
-    };
-    assert!(scrape().contains(version_series), "{}", scrape());
+    let text = scrape(&base);
+    assert!(text.contains(version_series), "{text}");
     let (s, b) = call(agent().delete(&format!("{base}/v1/worlds/uploaded")).call());
     expect_error(s, &b, 401, "unauthenticated", None);
     let (s, _) = call(
@@ -226,7 +225,7 @@ fn every_route_and_error_path() {
     assert_eq!(s, 200);
     assert_eq!(get(&base, "/v1/worlds/uploaded").0, 404);
 
-    let text = scrape();
+    let text = scrape(&base);
     assert!(
         !text.contains("bspq_world_version{world=\"uploaded\"}"),
         "an unloaded world leaves the version gauge"
@@ -454,13 +453,28 @@ fn stalled_http_clients_are_cut_off_after_the_read_timeout() {
     );
 }
 
-/// Sends only the head of a request announcing a `length`-byte body and
-/// reads the answer: (status, parsed JSON body).
+/// Sends only the head of a request announcing a `length`-byte body, with
+/// the admin token, and reads the answer: (status, parsed JSON body).
 fn announce(base: &str, method: &str, path: &str, length: usize) -> (u16, serde_json::Value) {
+    let authorization = format!("Bearer {TOKEN}");
+    announce_as(base, method, path, length, Some(&authorization))
+}
+
+/// [`announce`] with this `Authorization` header (or none).
+fn announce_as(
+    base: &str,
+    method: &str,
+    path: &str,
+    length: usize,
+    authorization: Option<&str>,
+) -> (u16, serde_json::Value) {
     let addr = base.trim_start_matches("http://");
     let mut stream = connect_slowly_read(addr);
+    let authorization = authorization
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{authorization}\
          Content-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
     );
     std::io::Write::write_all(&mut stream, head.as_bytes()).expect("head sent");
@@ -522,4 +536,268 @@ fn body_limits_are_per_route_and_named() {
     let (s, b) = announce(&base, "PUT", "/v1/worlds/uploaded", 2 << 20);
     expect_error(s, &b, 413, "too_large", None);
     named(&b, 1 << 20);
+}
+
+/// Admin routes check the token on the request head: an upload without a
+/// valid one is refused before any of its body is sent or read (the
+/// server once buffered 150 MB before answering 401), and before the size
+/// limit (401/403 come before 413). The scheme is matched in any case.
+#[test]
+fn admin_uploads_are_refused_before_their_body_is_read() {
+    let limits = Limits {
+        max_upload_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let server = TestServer::start(None, limits.clone());
+    let base = server.base.clone();
+    let huge = 150 << 20;
+    for authorization in [None, Some("Bearer wrong"), Some("Basic dGVzdA==")] {
+        let (s, b) = announce_as(&base, "PUT", "/v1/worlds/x", huge, authorization);
+        expect_error(s, &b, 401, "unauthenticated", None);
+    }
+    // With the token, the size limit applies.
+    let (s, b) = announce(&base, "PUT", "/v1/worlds/x", huge);
+    expect_error(s, &b, 413, "too_large", None);
+    let map = std::fs::read(common::map_path("aggressor")).expect("map");
+    for (scheme, version) in [("bearer", 1), ("BEARER", 2)] {
+        let (s, b) = call(
+            agent()
+                .put(&format!("{base}/v1/worlds/uploaded"))
+                .header("Authorization", &format!("{scheme} {TOKEN}"))
+                .send(&map),
+        );
+        assert_eq!((s, b["version"].as_u64()), (200, Some(version)), "{b}");
+    }
+    let (s, b) = call(agent().delete(&format!("{base}/v1/worlds/uploaded")).call());
+    expect_error(s, &b, 401, "unauthenticated", None);
+
+    // Admin off: 403 whatever is sent, before the size limit too.
+    let off = TestServer::start_with_admin_token(ServerOptions::default(), limits, None);
+    let authorization = format!("Bearer {TOKEN}");
+    for authorization in [None, Some(authorization.as_str())] {
+        let (s, b) = announce_as(&off.base, "PUT", "/v1/worlds/x", huge, authorization);
+        expect_error(s, &b, 403, "admin_disabled", None);
+        let (s, b) = announce_as(&off.base, "DELETE", "/v1/worlds/q3dm6ish", 0, authorization);
+        expect_error(s, &b, 403, "admin_disabled", None);
+    }
+}
+
+/// A world's version is a per-world counter that only increases: after an
+/// unload, the next load of the name continues it (it restarted at 1).
+#[test]
+fn a_world_version_keeps_increasing_across_unloads() {
+    let server = TestServer::start(None, Limits::default());
+    let base = server.base.clone();
+    let map = std::fs::read(common::map_path("aggressor")).expect("map");
+    let admin = |req: ureq::RequestBuilder<ureq::typestate::WithBody>| {
+        call(
+            req.header("Authorization", &format!("Bearer {TOKEN}"))
+                .send(&map),
+        )
+    };
+    let url = format!("{base}/v1/worlds/wv");
+    assert_eq!(admin(agent().put(&url)).1["version"], 1);
+    let (s, _) = call(
+        agent()
+            .delete(&url)
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .call(),
+    );
+    assert_eq!(s, 200);
+    let (s, b) = get(&base, "/v1/worlds/wv");
+    expect_error(s, &b, 404, "unknown_world", None);
+    let (s, worlds) = get(&base, "/v1/worlds");
+    assert_eq!(
+        (s, worlds["worlds"].as_array().map(Vec::len)),
+        (200, Some(1))
+    );
+    assert_eq!(admin(agent().put(&url)).1["version"], 2);
+    assert_eq!(get(&base, "/v1/worlds/wv").1["version"], 2);
+    let text = scrape(&base);
+    assert!(
+        text.contains("bspq_world_version{world=\"wv\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("bspq_requests_total{kind=\"admin\",transport=\"http\",world=\"wv\"} 3"),
+        "{text}"
+    );
+}
+
+/// The Prometheus text of `GET /metrics`.
+fn scrape(base: &str) -> String {
+    let (s, metrics) = get(base, "/metrics");
+    assert_eq!(s, 200);
+    metrics.as_str().unwrap_or_default().to_owned()
+}
+
+/// Sends `method` to a route that does not take it: 405, the JSON error
+/// body, and the `Allow` header listing the methods it takes.
+fn expect_method_not_allowed(base: &str, method: &str, path: &str) -> String {
+    let req = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"))
+        .body(())
+        .expect("request");
+    let mut resp = agent().run(req).expect("request completes");
+    let allow = resp
+        .headers()
+        .get("allow")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let status = resp.status().as_u16();
+    let body: serde_json::Value =
+        serde_json::from_str(&resp.body_mut().read_to_string().expect("body")).expect("JSON body");
+    expect_error(status, &body, 405, "method_not_allowed", None);
+    allow
+}
+
+/// Every error response has SPEC §5's JSON body and the right status, and
+/// is counted in `bspq_request_errors_total` by its code, wherever it was
+/// raised (authorisation, size limits, JSON parsing, routing, the core).
+#[test]
+fn every_error_is_a_counted_json_body() {
+    let limits = Limits {
+        max_queries_per_request: 2,
+        max_body_bytes: 4096,
+        ..Limits::default()
+    };
+    let server = TestServer::start(None, limits);
+    let base = server.base.clone();
+    // Routing.
+    assert_eq!(
+        expect_method_not_allowed(&base, "POST", "/v1/worlds"),
+        "GET,HEAD"
+    );
+    let allow = expect_method_not_allowed(&base, "PATCH", "/v1/worlds/q3dm6ish");
+    for method in ["GET", "PUT", "DELETE"] {
+        assert!(allow.contains(method), "{allow}");
+    }
+    let allow = expect_method_not_allowed(&base, "PUT", "/v1/worlds/q3dm6ish/trace");
+    assert!(allow.contains("POST") && !allow.contains("PUT"), "{allow}");
+    let mut counted = BTreeMap::from([("method_not_allowed", 3)]);
+    let mut expect = |(s, b): (u16, serde_json::Value), status, code, index| {
+        expect_error(s, &b, status, code, index);
+        *counted.entry(code).or_default() += 1;
+        b["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for path in ["/", "/v1/worlds/", "/v1/nope"] {
+        expect(get(&base, path), 404, "not_found", None);
+    }
+
+    // Bodies and batches.
+    let trace = "/v1/worlds/q3dm6ish/trace";
+    expect(
+        post(&base, trace, "{not json"),
+        400,
+        "malformed_request",
+        None,
+    );
+    let message = expect(
+        post(
+            &base,
+            trace,
+            r#"{"queries":[{"start":[0,0,0],"end":[0,0,-1000]},{"start":[0,0,0],"end":[0,0]}]}"#,
+        ),
+        400,
+        "malformed_query",
+        Some(1),
+    );
+    assert!(message.starts_with("query 1:"), "{message}");
+    expect(
+        post(
+            &base,
+            "/v1/worlds/q3dm6ish/contents",
+            r#"{"points":[[0,0,0]],"queries":[{"point":[0,0,0]},{"point":[1]}]}"#,
+        ),
+        400,
+        "malformed_query",
+        Some(2),
+    );
+    let ray = r#"{"start":[0,0,0],"end":[0,0,-1000]}"#;
+    expect(
+        post(
+            &base,
+            trace,
+            &format!(r#"{{"queries":[{ray},{ray},{ray}]}}"#),
+        ),
+        400,
+        "too_many_queries",
+        Some(2),
+    );
+    expect(announce(&base, "POST", trace, 4097), 413, "too_large", None);
+    expect(
+        post(&base, "/v1/worlds/nope/trace", r#"{"queries":[]}"#),
+        404,
+        "unknown_world",
+        None,
+    );
+
+    // URL queries: percent-decoded, a repeated parameter refused.
+    let message = expect(
+        get(
+            &base,
+            &format!("{trace}?start=0%2C0%2C0&end=0,0,-100&hull=s%74and"),
+        ),
+        400,
+        "unknown_hull",
+        Some(0),
+    );
+    assert!(message.contains("\"stand\""), "{message}");
+    let message = expect(
+        get(
+            &base,
+            &format!("{trace}?start=0,0,0&end=0,0,-100&end=0,0,-5"),
+        ),
+        400,
+        "malformed_request",
+        None,
+    );
+    assert!(message.contains("`end`"), "{message}");
+
+    // World names: rejected ones never reach a metric label.
+    let message = expect(get(&base, "/v1/worlds/%2E%2E"), 400, "bad_world_name", None);
+    assert!(message.contains("reserved"), "{message}");
+    expect(
+        announce_as(&base, "PUT", "/v1/worlds/x", 1 << 20, None),
+        401,
+        "unauthenticated",
+        None,
+    );
+    let long = "x".repeat(65);
+    for name in ["..%2Fx", long.as_str()] {
+        let (s, b) = call(
+            agent()
+                .put(&format!("{base}/v1/worlds/{name}"))
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .send("not a world"),
+        );
+        expect((s, b), 400, "bad_world_name", None);
+    }
+    let (s, b) = call(
+        agent()
+            .put(&format!("{base}/v1/worlds/fine"))
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .send("not a world"),
+    );
+    expect((s, b), 400, "load_failed", None);
+
+    let text = scrape(&base);
+    for (code, n) in &counted {
+        let series = format!("bspq_request_errors_total{{code=\"{code}\",transport=\"http\"}} {n}");
+        assert!(text.contains(&series), "{series} missing:\n{text}");
+    }
+    let failures: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("bspq_world_load_failures_total{"))
+        .collect();
+    assert_eq!(
+        failures,
+        ["bspq_world_load_failures_total{world=\"fine\"} 1"],
+        "only a valid name's failed load is a series"
+    );
 }

@@ -247,10 +247,9 @@ fn a_file_written_in_place_is_never_served_half_written() {
     let server = TestServer::start(dir.path().to_owned());
     let failures = || {
         server
-            .metrics
-            .load_failures
-            .with_label_values(&["arena"])
-            .get()
+            .registry
+            .slot("arena")
+            .map_or(0, |slot| slot.status().failed_loads)
     };
     // The wrong way to replace a file: truncate and write it slowly.
     let bytes = compiled("aggressor");
@@ -312,4 +311,90 @@ fn a_burst_of_replacements_settles_on_the_last_file() {
     let loads = server.version("arena") - 1;
     eprintln!("20 renames → {loads} loads");
     assert!((1..=20).contains(&loads));
+}
+
+/// The load-failure series of a `/metrics` scrape over HTTP.
+fn load_failure_series(server: &TestServer) -> Vec<String> {
+    let mut resp = ureq::get(&format!("{}/metrics", server.base))
+        .call()
+        .expect("scrape");
+    let text = resp.body_mut().read_to_string().expect("metrics text");
+    text.lines()
+        .filter(|l| l.starts_with("bspq_world_load_failures_total{"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Two files with one stem (`arena.bspq`, `arena.bsp`) once made the world
+/// reload at every scan, alternating between them. A clash is now a failed
+/// load the operator sees once (log, status, metric, watchers): the serving
+/// version stays until all but one file are removed, which reloads once.
+#[test]
+fn two_files_claiming_one_name_are_reported_once_not_flipped() {
+    let probe = Probe::new(&["q3dm6ish", "aggressor"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("arena.bspq"), compiled("q3dm6ish")).expect("write");
+    // Rescanned every 20 ms: a flip would show within the waits below.
+    let server = common::server::TestServer::start(Some(dir.path().to_owned()), Limits::default());
+    let server = TestServer(server);
+    assert_eq!(probe.serving(&server, "arena"), (1, "q3dm6ish"));
+    let status = || server.registry.slot("arena").expect("listed").status();
+
+    let source = std::fs::read(common::map_path("aggressor")).expect("map");
+    std::fs::write(dir.path().join(".arena.bsp.tmp"), &source).expect("write");
+    std::fs::rename(
+        dir.path().join(".arena.bsp.tmp"),
+        dir.path().join("arena.bsp"),
+    )
+    .expect("rename");
+    // An invalid name is skipped (and logged once), never a world.
+    std::fs::write(dir.path().join("bad name.bsp"), &source).expect("write");
+    let started = Instant::now();
+    while status().last_error.is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the clash was not reported"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let clash = status();
+    let error = clash.last_error.unwrap_or_default();
+    assert!(
+        error.contains("arena.bsp,") && error.contains("arena.bspq"),
+        "names both files: {error}"
+    );
+    assert_eq!(clash.failed_loads, 1, "reported once, not at every scan");
+    assert_eq!(probe.serving(&server, "arena"), (1, "q3dm6ish"));
+    assert_eq!(server.registry.names(), ["arena"]);
+    assert_eq!(
+        load_failure_series(&server),
+        ["bspq_world_load_failures_total{world=\"arena\"} 1"]
+    );
+
+    std::fs::remove_file(dir.path().join("arena.bspq")).expect("remove");
+    server.wait_version("arena", 2);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        probe.serving(&server, "arena"),
+        (2, "aggressor"),
+        "one reload"
+    );
+    assert!(status().last_error.is_none(), "the clash is over");
+}
+
+/// A world that fails to load at start-up is counted like any later
+/// failure (it was not: metrics began after the initial load).
+#[test]
+fn a_world_failing_at_start_up_is_counted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("arena.bspq"), compiled("q3dm6ish")).expect("write");
+    std::fs::write(dir.path().join("broken.bspq"), b"not a world").expect("write");
+    let server = TestServer::start(dir.path().to_owned());
+    assert_eq!(
+        load_failure_series(&server),
+        ["bspq_world_load_failures_total{world=\"broken\"} 1"]
+    );
+    let broken = server.registry.slot("broken").expect("listed").status();
+    assert!(broken.last_error.is_some());
 }

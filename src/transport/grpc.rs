@@ -12,14 +12,20 @@ use crate::service::{
     triples, xyz, PackedAnswer, PackedResults, PackedTraces, Service, ServiceError,
     WorldDescription,
 };
+use axum::response::IntoResponse;
 use pb::admin_server::{Admin, AdminServer};
 use pb::collision_server::{Collision, CollisionServer};
+use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
+use tonic::codegen::{http, BoxFuture, Service as TowerService};
+use tonic::server::NamedService;
+use tonic::service::interceptor::InterceptedService;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 const TRANSPORT: &str = "grpc";
@@ -269,24 +275,19 @@ impl GrpcState {
     }
 
     fn rejected(&self, e: &ServiceError) -> Status {
-        self.metrics
-            .request_errors
-            .with_label_values(&[e.code(), TRANSPORT])
-            .inc();
+        self.metrics.count_error(e.code(), TRANSPORT);
         status(e)
     }
 
-    fn count(&self, world: &str, kind: &str, queries: usize) {
-        let m = &self.metrics;
-        m.requests
-            .with_label_values(&[world, kind, TRANSPORT])
-            .inc();
-        m.queries
-            .with_label_values(&[world, kind, TRANSPORT])
-            .inc_by(queries as u64);
-        m.batch_size
-            .with_label_values(&[kind, TRANSPORT])
-            .observe(queries as f64);
+    /// tonic's own refusal of a message over the decode limit (OUT_OF_RANGE,
+    /// plain text) as the error table's `too_large`; other statuses as they
+    /// are. No handler answers OUT_OF_RANGE, so the code alone tells it.
+    fn table_status(&self, status: Status, limit: usize) -> Status {
+        if status.code() == Code::OutOfRange {
+            self.rejected(&ServiceError::TooLarge(limit))
+        } else {
+            status
+        }
     }
 
     async fn trace_batch(&self, req: pb::TraceRequest) -> Result<pb::TraceResponse, Status> {
@@ -299,19 +300,22 @@ impl GrpcState {
             PackedResults::Traces(t) => t.len(),
             PackedResults::Hits(h) => h.len(),
         };
-        self.count(&world, "trace", count);
+        self.metrics.count_batch(&world, "trace", TRANSPORT, count);
         Ok(trace_response(answer, sequence))
     }
 
-    fn bearer<T>(&self, req: &Request<T>) -> Result<(), Status> {
-        let token = req
+    /// The admin interceptor: checks the `authorization` metadata before
+    /// tonic decodes (so reads) the message, so an unauthorised upload
+    /// costs nothing and is refused before any size limit applies.
+    fn require_admin(&self, req: Request<()>) -> Result<Request<()>, Status> {
+        let authorization = req
             .metadata()
             .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.to_str().ok());
         self.service
-            .check_admin(token)
-            .map_err(|e| self.rejected(&e))
+            .check_admin(authorization)
+            .map_err(|e| self.rejected(&e))?;
+        Ok(req)
     }
 }
 
@@ -344,13 +348,16 @@ impl Collision for GrpcCollision {
         let (tx, rx) = mpsc::channel(4);
         tokio::spawn(async move {
             let mut stop = state.stop.clone();
+            let limit = state.service.limits.max_body_bytes;
             loop {
                 // One batch at a time: answers leave in request order. New
                 // batches are not taken once shutdown starts.
                 let next = tokio::select! {
                     biased;
-                    _ = stop.wait_for(|s| *s) => break,
-                    next = inbound.message() => next,
+                    // UNAVAILABLE, not OK: the client's batches were not all
+                    // answered, and clients retry UNAVAILABLE.
+                    _ = stop.wait_for(|s| *s) => Err(state.rejected(&ServiceError::ShuttingDown)),
+                    next = inbound.message() => next.map_err(|e| state.table_status(e, limit)),
                 };
                 match next {
                     Ok(Some(batch)) => {
@@ -384,7 +391,9 @@ impl Collision for GrpcCollision {
         let answer = state
             .run_blocking("contents", move |s| s.contents(&name, &pts))
             .await?;
-        state.count(&req.world, "contents", count);
+        state
+            .metrics
+            .count_batch(&answer.world, "contents", TRANSPORT, count);
         let contents = answer
             .results
             .iter()
@@ -479,7 +488,8 @@ impl Collision for GrpcCollision {
     }
 }
 
-/// The token-protected `Admin` service.
+/// The token-protected `Admin` service (served behind
+/// [`GrpcState::require_admin`]).
 #[derive(Debug, Clone)]
 pub struct GrpcAdmin(pub GrpcState);
 
@@ -490,24 +500,14 @@ impl Admin for GrpcAdmin {
         request: Request<pb::LoadWorldRequest>,
     ) -> Result<Response<pb::LoadWorldResponse>, Status> {
         let state = &self.0;
-        state.bearer(&request)?;
         let req = request.into_inner();
         let world = req.name.clone();
         let (name, data) = (req.name, req.data);
         let version = state
             .run_blocking("admin", move |s| s.upload(&name, &data))
-            .await;
-        if version.is_err() {
-            state
-                .metrics
-                .load_failures
-                .with_label_values(&[&world])
-                .inc();
-        }
-        Ok(Response::new(pb::LoadWorldResponse {
-            world,
-            version: version?,
-        }))
+            .await?;
+        state.metrics.count_request(&world, "admin", TRANSPORT);
+        Ok(Response::new(pb::LoadWorldResponse { world, version }))
     }
 
     async fn unload_world(
@@ -515,17 +515,66 @@ impl Admin for GrpcAdmin {
         request: Request<pb::UnloadWorldRequest>,
     ) -> Result<Response<pb::UnloadWorldResponse>, Status> {
         let state = &self.0;
-        state.bearer(&request)?;
         let name = request.into_inner().name;
         state
             .service
             .unload(&name)
             .map_err(|e| state.rejected(&e))?;
+        state.metrics.count_request(&name, "admin", TRANSPORT);
         Ok(Response::new(pb::UnloadWorldResponse {
             world: name,
             unloaded: true,
         }))
     }
+}
+
+/// A gRPC service whose refusals of oversized messages follow the error
+/// table (see [`GrpcState::table_status`]): tonic answers those itself,
+/// before any handler runs, so the rewrite happens around the service.
+#[derive(Clone)]
+struct TableSizeStatus<S> {
+    inner: S,
+    state: GrpcState,
+    /// The limit the refusal names.
+    limit: usize,
+}
+
+impl<S, B> TowerService<http::Request<tonic::body::Body>> for TableSizeStatus<S>
+where
+    S: TowerService<
+        http::Request<tonic::body::Body>,
+        Response = http::Response<B>,
+        Error = Infallible,
+    >,
+    S::Future: Send + 'static,
+    http::Response<B>: IntoResponse,
+{
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        let (state, limit) = (self.state.clone(), self.limit);
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let response = answer.await?;
+            // A refusal before the handler is a status in the headers.
+            Ok(match Status::from_header_map(response.headers()) {
+                Some(status) if status.code() == Code::OutOfRange => state
+                    .table_status(status, limit)
+                    .into_http::<axum::body::Body>(),
+                _ => response.into_response(),
+            })
+        })
+    }
+}
+
+impl<S: NamedService> NamedService for TableSizeStatus<S> {
+    const NAME: &'static str = S::NAME;
 }
 
 /// The service name health checking reports for the collision service.
@@ -555,12 +604,24 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let collision = CollisionServer::new(GrpcCollision(state.clone()))
-        .max_decoding_message_size(decode)
-        .max_encoding_message_size(encode);
-    let admin = AdminServer::new(GrpcAdmin(state.clone()))
-        .max_decoding_message_size(upload)
-        .max_encoding_message_size(encode);
+    let collision = TableSizeStatus {
+        inner: CollisionServer::new(GrpcCollision(state.clone()))
+            .max_decoding_message_size(decode)
+            .max_encoding_message_size(encode),
+        state: state.clone(),
+        limit: decode,
+    };
+    let admin_state = state.clone();
+    let admin = TableSizeStatus {
+        inner: InterceptedService::new(
+            AdminServer::new(GrpcAdmin(state.clone()))
+                .max_decoding_message_size(upload)
+                .max_encoding_message_size(encode),
+            move |request| admin_state.require_admin(request),
+        ),
+        state: state.clone(),
+        limit: limits.max_upload_bytes,
+    };
     let mut builder = tonic::transport::Server::builder()
         .concurrency_limit_per_connection(options.concurrency_per_connection.max(1))
         .http2_keepalive_interval(Some(options.keepalive_interval))

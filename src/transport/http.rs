@@ -1,20 +1,25 @@
-//! HTTP/JSON transport (axum): thin handlers over [`Service`].
+//! HTTP/JSON transport (axum): thin handlers over [`Service`]. Every error
+//! response, whichever layer or handler produced it, is SPEC §5's JSON body
+//! with the status of the one error table, and is counted by its code.
 
 use crate::metrics::Metrics;
-use crate::query::QueryLine;
+use crate::query::{QueryError, QueryLine};
 use crate::service::{Service, ServiceError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::Request;
-use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::{from_fn, Next};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, RawQuery, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::{from_fn, from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use tokio_stream::StreamExt;
 
 const TRANSPORT: &str = "http";
 
@@ -33,12 +38,19 @@ pub fn router(state: HttpState) -> Router {
     // (one limit over all routes let a trace body grow to the upload size).
     let limits = &state.service.limits;
     let (body_max, upload_max) = (limits.max_body_bytes, limits.max_upload_bytes);
-    let upload_limit = DefaultBodyLimit::max(upload_max);
     // A body whose announced length is over the limit is refused before it
     // is read (the limits above count what is read, for bodies sent without
     // a length).
     let query_length = from_fn(move |req, next| refuse_announced_oversize(body_max, req, next));
     let upload_length = from_fn(move |req, next| refuse_announced_oversize(upload_max, req, next));
+    // Outermost on admin routes: the token is checked before any body
+    // limit or read (route layers added later run first).
+    let admin = from_fn_with_state(state.clone(), require_admin);
+    let upload = put(put_world)
+        .route_layer(DefaultBodyLimit::max(upload_max))
+        .route_layer(upload_length)
+        .route_layer(admin.clone());
+    let unload = delete(delete_world).route_layer(admin);
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -46,34 +58,40 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/worlds", get(list_worlds))
         .route(
             "/v1/worlds/{name}",
-            get(get_world)
-                .put(put_world)
-                .delete(delete_world)
-                .layer(upload_limit)
-                .layer(upload_length),
+            get(get_world).merge(upload).merge(unload),
         )
         .route(
             "/v1/worlds/{name}/trace",
-            get(trace_get).post(trace_post).layer(query_length.clone()),
+            get(trace_get)
+                .post(trace_post)
+                .route_layer(query_length.clone()),
         )
         .route(
             "/v1/worlds/{name}/contents",
-            axum::routing::post(contents_post).layer(query_length),
+            post(contents_post).route_layer(query_length),
         )
-        .fallback(not_found)
+        .fallback(no_such_route)
+        .method_not_allowed_fallback(method_not_allowed)
         // Every other route's (the upload route's own layer, inside, wins).
-        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(DefaultBodyLimit::max(body_max))
+        .layer(from_fn_with_state(Arc::clone(&state.metrics), count_errors))
         .with_state(state)
 }
 
 /// An error as SPEC §5's JSON body with its status.
 struct ApiError(ServiceError);
 
+/// The code of an error response, for [`count_errors`].
+#[derive(Debug, Clone, Copy)]
+struct ErrorCode(&'static str);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, _) = self.0.statuses();
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(self.0.to_json())).into_response()
+        let mut response = (status, Json(self.0.to_json())).into_response();
+        response.extensions_mut().insert(ErrorCode(self.0.code()));
+        response
     }
 }
 
@@ -83,10 +101,79 @@ impl From<ServiceError> for ApiError {
     }
 }
 
-async fn not_found() -> ApiError {
-    ApiError(ServiceError::Malformed(
-        "no such route (see GET /v1/worlds)".into(),
-    ))
+/// Counts every error response by its code (errors of middleware and
+/// extractors as well as of handlers).
+async fn count_errors(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    if let Some(ErrorCode(code)) = response.extensions().get::<ErrorCode>() {
+        metrics.count_error(code, TRANSPORT);
+    }
+    response
+}
+
+async fn no_such_route(uri: axum::http::Uri) -> ApiError {
+    ApiError(ServiceError::NoSuchRoute(uri.path().to_owned()))
+}
+
+/// A known route, another method (axum adds the `Allow` header).
+async fn method_not_allowed(method: Method) -> ApiError {
+    ApiError(ServiceError::MethodNotAllowed(method.to_string()))
+}
+
+/// The `{name}` of a world route, as sent (the service validates it); a
+/// path that does not decode is a malformed request.
+struct WorldName(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for WorldName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(name)| WorldName(name))
+            .map_err(|e| ApiError(ServiceError::Malformed(e.body_text())))
+    }
+}
+
+/// Admin routes: refused (401/403) on the request head alone, so an
+/// unauthorised upload is never buffered.
+async fn require_admin(State(state): State<HttpState>, req: Request, next: Next) -> Response {
+    let authorization = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match state.service.check_admin(authorization) {
+        Ok(()) => next.run(req).await,
+        Err(e) => {
+            discard_body(req, state.service.limits.max_body_bytes);
+            ApiError(e).into_response()
+        }
+    }
+}
+
+/// Reads and drops, in the background, up to `limit` bytes of the body of a
+/// request refused on its head, so that a client that sends its body
+/// without waiting for an answer reads the refusal rather than a broken
+/// pipe. Nothing is kept. A longer body is cut off (the connection is then
+/// closed), and one the client waits to send (`Expect: 100-continue`) is
+/// not asked for.
+fn discard_body(req: Request, limit: usize) {
+    let headers = req.headers();
+    if headers.contains_key(header::EXPECT)
+        || announced_length(headers).is_some_and(|length| length > limit as u64)
+    {
+        return;
+    }
+    let mut body = req.into_body().into_data_stream();
+    tokio::spawn(async move {
+        let mut read = 0;
+        while let Some(Ok(chunk)) = body.next().await {
+            read += chunk.len();
+            if read > limit {
+                break;
+            }
+        }
+    });
 }
 
 async fn healthz() -> Json<serde_json::Value> {
@@ -106,19 +193,9 @@ async fn readyz(State(state): State<HttpState>) -> Response {
 }
 
 async fn metrics(State(state): State<HttpState>) -> Response {
-    // Rebuilt from the registry at each scrape, so an unloaded world's
-    // series disappears instead of showing its last version for ever.
-    state.metrics.world_version.reset();
-    for d in state.service.describe_all() {
-        state
-            .metrics
-            .world_version
-            .with_label_values(&[&d.name])
-            .set(d.version as i64);
-    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
+        state.metrics.render(&state.service.registry),
     )
         .into_response()
 }
@@ -129,26 +206,18 @@ async fn list_worlds(State(state): State<HttpState>) -> Json<serde_json::Value> 
 
 async fn get_world(
     State(state): State<HttpState>,
-    Path(name): Path<String>,
+    WorldName(name): WorldName,
 ) -> Result<Response, ApiError> {
     Ok(Json(state.service.describe(&name)?).into_response())
 }
 
-/// Runs CPU-heavy work off the reactor, counting rejections in the metrics.
+/// Runs CPU-heavy work off the reactor.
 async fn run_blocking<T: Send + 'static>(
     state: &HttpState,
     kind: &'static str,
     work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ServiceError> {
-    let result = super::run_blocking(&state.service, &state.metrics, kind, TRANSPORT, work).await;
-    if let Err(e) = &result {
-        state
-            .metrics
-            .request_errors
-            .with_label_values(&[e.code(), TRANSPORT])
-            .inc();
-    }
-    result
+    super::run_blocking(&state.service, &state.metrics, kind, TRANSPORT, work).await
 }
 
 #[derive(Deserialize)]
@@ -162,17 +231,20 @@ struct TraceBody {
 /// (a client that sends `Expect: 100-continue`, as curl does for large
 /// bodies, sends none), and the server reads none of it.
 async fn refuse_announced_oversize(limit: usize, req: Request, next: Next) -> Response {
-    let announced = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    match announced {
+    match announced_length(req.headers()) {
         Some(length) if length > limit as u64 => {
             ApiError(ServiceError::TooLarge(limit)).into_response()
         }
         _ => next.run(req).await,
     }
+}
+
+/// The body length a request announces (`Content-Length`).
+fn announced_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
 }
 
 /// The request body, or the error for it: `limit` is the route's body
@@ -187,9 +259,49 @@ fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes
     })
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ServiceError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ServiceError::Malformed(format!("invalid JSON body: {e}")))
+/// Whether a JSON value parses as a `T` (one query of a batch).
+type ParsesAs = fn(&serde_json::Value) -> Result<(), serde_json::Error>;
+
+fn parses_as<T: DeserializeOwned>(value: &serde_json::Value) -> Result<(), serde_json::Error> {
+    T::deserialize(value).map(drop)
+}
+
+/// Parses a batch body whose `fields` (in order) are arrays of queries.
+fn parse_batch<T: DeserializeOwned>(
+    bytes: &[u8],
+    fields: &[(&str, ParsesAs)],
+) -> Result<T, ServiceError> {
+    serde_json::from_slice(bytes).map_err(|error| batch_parse_error(bytes, &error, fields))
+}
+
+/// Why a batch body did not parse: the first query of `fields` that does
+/// not parse on its own, with its index (SPEC §5), or else the body as a
+/// whole. The body is parsed again only on this error path.
+fn batch_parse_error(
+    bytes: &[u8],
+    error: &serde_json::Error,
+    fields: &[(&str, ParsesAs)],
+) -> ServiceError {
+    let whole = || ServiceError::Malformed(format!("invalid JSON body: {error}"));
+    let Ok(serde_json::Value::Object(body)) = serde_json::from_slice(bytes) else {
+        return whole();
+    };
+    let mut index = 0;
+    for (field, parses) in fields {
+        let Some(queries) = body.get(*field).and_then(|v| v.as_array()) else {
+            continue;
+        };
+        for query in queries {
+            if let Err(e) = parses(query) {
+                return ServiceError::BadQuery {
+                    index,
+                    error: QueryError::Malformed(e.to_string()),
+                };
+            }
+            index += 1;
+        }
+    }
+    whole()
 }
 
 async fn answer_batch(
@@ -199,33 +311,20 @@ async fn answer_batch(
     queries: Vec<QueryLine>,
 ) -> Result<Response, ApiError> {
     let count = queries.len();
-    let world = name.clone();
     let answer = run_blocking(&state, kind, move |s| s.trace(&name, &queries)).await?;
     state
         .metrics
-        .requests
-        .with_label_values(&[&world, kind, TRANSPORT])
-        .inc();
-    state
-        .metrics
-        .queries
-        .with_label_values(&[&world, kind, TRANSPORT])
-        .inc_by(count as u64);
-    state
-        .metrics
-        .batch_size
-        .with_label_values(&[kind, TRANSPORT])
-        .observe(count as f64);
+        .count_batch(&answer.world, kind, TRANSPORT, count);
     Ok(Json(answer).into_response())
 }
 
 async fn trace_post(
     State(state): State<HttpState>,
-    Path(name): Path<String>,
+    WorldName(name): WorldName,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body, state.service.limits.max_body_bytes)?;
-    let body: TraceBody = parse_json(&body)?;
+    let body: TraceBody = parse_batch(&body, &[("queries", parses_as::<QueryLine>)])?;
     answer_batch(state, name, "trace", body.queries).await
 }
 
@@ -233,7 +332,7 @@ async fn trace_post(
 /// one query from a URL.
 async fn trace_get(
     State(state): State<HttpState>,
-    Path(name): Path<String>,
+    WorldName(name): WorldName,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let line = query_from_url(raw.as_deref().unwrap_or(""))?;
@@ -252,9 +351,15 @@ fn query_from_url(raw: &str) -> Result<QueryLine, ServiceError> {
         let n = |s: &str| s.trim().parse::<f64>().map_err(|_| bad());
         Ok([n(x)?, n(y)?, n(z)?])
     };
-    for pair in raw.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = value.replace("%2C", ",").replace("%2c", ",");
+    let mut given = HashSet::new();
+    for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+        // A repeat would silently override: say so instead.
+        if !given.insert(key.clone()) {
+            return Err(ServiceError::Malformed(format!(
+                "parameter `{key}` is given more than once"
+            )));
+        }
+        let (key, value): (&str, String) = (&key, value.into_owned());
         match key {
             "start" => line.start = Some(vec3(key, &value)?),
             "end" => line.end = Some(vec3(key, &value)?),
@@ -302,11 +407,17 @@ struct ContentsBody {
 
 async fn contents_post(
     State(state): State<HttpState>,
-    Path(name): Path<String>,
+    WorldName(name): WorldName,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body, state.service.limits.max_body_bytes)?;
-    let body: ContentsBody = parse_json(&body)?;
+    let body: ContentsBody = parse_batch(
+        &body,
+        &[
+            ("points", parses_as::<[f64; 3]>),
+            ("queries", parses_as::<QueryLine>),
+        ],
+    )?;
     let mut lines: Vec<QueryLine> = body
         .points
         .iter()
@@ -328,41 +439,26 @@ async fn contents_post(
     answer_batch(state, name, "contents", lines).await
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-}
-
+/// `PUT /v1/worlds/{name}` (behind [`require_admin`]).
 async fn put_world(
     State(state): State<HttpState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
+    WorldName(name): WorldName,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    state.service.check_admin(bearer(&headers))?;
     let bytes = body_bytes(body, state.service.limits.max_upload_bytes)?;
     let world = name.clone();
-    let version = run_blocking(&state, "admin", move |s| s.upload(&name, &bytes)).await;
-    if version.is_err() {
-        state
-            .metrics
-            .load_failures
-            .with_label_values(&[&world])
-            .inc();
-    }
-    Ok(Json(serde_json::json!({"world": world, "version": version?})).into_response())
+    let version = run_blocking(&state, "admin", move |s| s.upload(&name, &bytes)).await?;
+    state.metrics.count_request(&world, "admin", TRANSPORT);
+    Ok(Json(serde_json::json!({"world": world, "version": version})).into_response())
 }
 
+/// `DELETE /v1/worlds/{name}` (behind [`require_admin`]).
 async fn delete_world(
     State(state): State<HttpState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
+    WorldName(name): WorldName,
 ) -> Result<Response, ApiError> {
-    state.service.check_admin(bearer(&headers))?;
     state.service.unload(&name)?;
+    state.metrics.count_request(&name, "admin", TRANSPORT);
     Ok(Json(serde_json::json!({"world": name, "unloaded": true})).into_response())
 }
 
@@ -384,5 +480,9 @@ mod tests {
         assert_eq!(q.hull.as_deref(), Some("stand"));
         assert_eq!(q.any, Some(true));
         assert!(query_from_url("any=yes").is_err());
+        let q = query_from_url("start=1%2C2%2C3&end=4,5,6&hull=s%74and").expect("decoded");
+        assert_eq!(q.start, Some([1.0, 2.0, 3.0]));
+        assert_eq!(q.hull.as_deref(), Some("stand"));
+        assert!(query_from_url("start=1,2,3&start=4,5,6").is_err());
     }
 }

@@ -42,12 +42,21 @@ impl TestServer {
 
     /// Serves with the given options.
     pub fn start_with(options: ServerOptions, limits: Limits) -> TestServer {
+        Self::start_with_admin_token(options, limits, Some(TOKEN))
+    }
+
+    /// Serves with the given options and admin token (`None`: admin off).
+    pub fn start_with_admin_token(
+        options: ServerOptions,
+        limits: Limits,
+        admin_token: Option<&str>,
+    ) -> TestServer {
         let registry = Arc::new(Registry::new(CompileOptions::default()));
         load_initial_worlds(&registry, &options).expect("initial worlds");
         let service = Arc::new(Service::new(
             Arc::clone(&registry),
             limits,
-            Some(TOKEN.into()),
+            admin_token.map(str::to_owned),
         ));
         let metrics = Arc::new(Metrics::new().expect("metrics"));
         let server_metrics = Arc::clone(&metrics);
