@@ -9,21 +9,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 fn run_trace(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .arg("trace")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bspq runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    trace_bytes(args, stdin.as_bytes())
 }
 
 /// A mix of rays, boxes, points and edge cases from the committed oracle subset.
