@@ -93,7 +93,7 @@ pub enum QueryError {
     BadCoordinate { field: &'static str },
     #[error("`mins` must not exceed `maxs` on any axis")]
     MinsAboveMaxs,
-    #[error("a point query takes only `point` (and no `any`)")]
+    #[error("a point query takes only `point` (point contents has no `mask`, `any` or shape)")]
     PointWithTrace,
     #[error("`shape`: {0}")]
     BadShape(String),
@@ -148,8 +148,11 @@ impl QueryLine {
     /// the same (see [`requests`]).
     fn validate_with(&self, last: &mut LastShape) -> Result<Query, QueryError> {
         if let Some(p) = self.point {
+            // A mask would be silently ignored: point contents is every
+            // content flag at the point.
             if self.start.is_some()
                 || self.end.is_some()
+                || self.mask.is_some()
                 || self.mins.is_some()
                 || self.maxs.is_some()
                 || self.any.is_some()

@@ -339,11 +339,16 @@ fn any_lines_parse_and_answer_hit() {
     let no = r#"{"start":[0,0,0],"end":[1,0,0],"any":false}"#;
     let q = QueryLine::parse(no).unwrap().request().unwrap();
     assert!(matches!(q, Request::Query(Query::Trace(_))));
-    let bad = r#"{"point":[0,0,0],"any":true}"#;
-    assert_eq!(
-        QueryLine::parse(bad).unwrap().validate(),
-        Err(QueryError::PointWithTrace)
-    );
+    for bad in [
+        r#"{"point":[0,0,0],"any":true}"#,
+        r#"{"point":[0,0,0],"mask":1}"#,
+    ] {
+        assert_eq!(
+            QueryLine::parse(bad).unwrap().validate(),
+            Err(QueryError::PointWithTrace),
+            "{bad}"
+        );
+    }
     assert_eq!(
         Answer::Hit(HitAnswer { hit: true }).to_json(),
         r#"{"hit":true}"#
