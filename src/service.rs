@@ -36,6 +36,10 @@ impl Default for Limits {
 pub enum ServiceError {
     #[error("no world named {0:?}")]
     UnknownWorld(String),
+    /// A name that is not serving because its loads failed (GET
+    /// /v1/worlds/NAME shows it as failed): 404 too, saying why.
+    #[error("world {name:?} is not serving: its last load failed: {error}")]
+    NotServing { name: String, error: String },
     #[error("invalid world name {0:?}: {rule}", rule = world_name_rule(.0))]
     BadWorldName(String),
     #[error("query {index}: {error}")]
@@ -87,7 +91,7 @@ impl ServiceError {
     /// Stable machine-readable code.
     pub fn code(&self) -> &'static str {
         match self {
-            ServiceError::UnknownWorld(_) => "unknown_world",
+            ServiceError::UnknownWorld(_) | ServiceError::NotServing { .. } => "unknown_world",
             ServiceError::BadWorldName(_) => "bad_world_name",
             ServiceError::BadQuery { error, .. } => error.code(),
             ServiceError::TooManyQueries { .. } => "too_many_queries",
@@ -107,7 +111,7 @@ impl ServiceError {
     pub fn statuses(&self) -> (u16, i32) {
         use grpc_code::*;
         match self {
-            ServiceError::UnknownWorld(_) => (404, NOT_FOUND),
+            ServiceError::UnknownWorld(_) | ServiceError::NotServing { .. } => (404, NOT_FOUND),
             ServiceError::BadWorldName(_)
             | ServiceError::BadQuery { .. }
             | ServiceError::TooManyQueries { .. }
@@ -359,9 +363,15 @@ impl Service {
         if !valid_world_name(name) {
             return Err(ServiceError::BadWorldName(name.to_owned()));
         }
-        self.registry
-            .get(name)
-            .ok_or_else(|| ServiceError::UnknownWorld(name.to_owned()))
+        self.registry.get(name).ok_or_else(|| {
+            match self.registry.slot(name).and_then(|s| s.status().last_error) {
+                Some(error) => ServiceError::NotServing {
+                    name: name.to_owned(),
+                    error,
+                },
+                None => ServiceError::UnknownWorld(name.to_owned()),
+            }
+        })
     }
 
     /// Validates a whole batch first (a bad query rejects the request), then

@@ -397,4 +397,24 @@ fn a_world_failing_at_start_up_is_counted() {
     );
     let broken = server.registry.slot("broken").expect("listed").status();
     assert!(broken.last_error.is_some());
+    // A trace on it is a 404 that says why, not only "no world named".
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut resp = agent
+        .post(&format!("{}/v1/worlds/broken/trace", server.base))
+        .header("Content-Type", "application/json")
+        .send(r#"{"queries":[{"start":[0,0,0],"end":[0,0,-64]}]}"#)
+        .expect("request completes");
+    assert_eq!(resp.status().as_u16(), 404);
+    let body: serde_json::Value =
+        serde_json::from_str(&resp.body_mut().read_to_string().expect("body")).expect("json");
+    assert_eq!(body["error"]["code"], "unknown_world");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not serving: its last load failed"),
+        "{message}"
+    );
 }
