@@ -6,7 +6,7 @@
 //! path; a failed load leaves the old version serving and records the error.
 
 use crate::compile::CompileOptions;
-use crate::world::load::{open_world, world_from_bytes, LoadError, LoadedWorld, WorldSpec};
+use crate::world::load::{open_world, world_from_bytes_within, LoadError, LoadedWorld, WorldSpec};
 use arc_swap::ArcSwapOption;
 use dashmap::DashMap;
 use std::path::Path;
@@ -227,7 +227,19 @@ impl Registry {
 
     /// Loads (or reloads) `name` from bytes of any supported kind (an upload).
     pub fn load_bytes(&self, name: &str, bytes: &[u8], source: &str) -> Result<u64, LoadError> {
-        let load = world_from_bytes(bytes, name, &self.options);
+        self.load_bytes_within(name, bytes, source, crate::source::pk3::MAX_MEMBER_BYTES)
+    }
+
+    /// [`Registry::load_bytes`], an archive's map inflated to at most
+    /// `max_member_bytes`.
+    pub fn load_bytes_within(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        source: &str,
+        max_member_bytes: u64,
+    ) -> Result<u64, LoadError> {
+        let load = world_from_bytes_within(bytes, name, &self.options, max_member_bytes);
         self.install(name, source.to_owned(), load)
     }
 

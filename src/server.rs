@@ -55,13 +55,19 @@ impl Default for ServerOptions {
 pub fn load_initial_worlds(registry: &Registry, options: &ServerOptions) -> anyhow::Result<()> {
     let mut loaded_any = false;
     if let Some(dir) = &options.worlds_dir {
+        if dir.exists() && !dir.is_dir() {
+            // A file where the folder should be is a mistake in the
+            // configuration, not "no worlds": serving the bundled world
+            // would answer for a map nobody asked for.
+            anyhow::bail!("the worlds directory {} is not a directory", dir.display());
+        }
         if dir.is_dir() {
             // Failures are logged and recorded by the registry.
             let listing = load_dir(registry, dir)?;
             loaded_any =
                 registry.any_loaded() || !listing.worlds.is_empty() || !listing.clashes.is_empty();
         } else {
-            tracing::warn!(dir = %dir.display(), "worlds directory does not exist");
+            tracing::warn!(dir = %dir.display(), "worlds directory does not exist: it is not watched (create it, then restart, to serve its worlds)");
         }
     }
     if !loaded_any {

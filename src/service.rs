@@ -345,6 +345,10 @@ pub struct Service {
     /// How query batches are run (threads, smallest share of a thread).
     pub batch: BatchOptions,
     admin_token: Option<String>,
+    /// Held while an upload is inflated, compiled and validated: one at a
+    /// time, so that their memory (up to a few times `max_upload_bytes`
+    /// each) does not add up over uploads sent at once.
+    upload_gate: std::sync::Mutex<()>,
 }
 
 impl Service {
@@ -355,6 +359,7 @@ impl Service {
             limits,
             batch: BatchOptions::default(),
             admin_token,
+            upload_gate: std::sync::Mutex::new(()),
         }
     }
 
@@ -481,8 +486,15 @@ impl Service {
         if bytes.len() > self.limits.max_upload_bytes {
             return Err(ServiceError::TooLarge(self.limits.max_upload_bytes));
         }
+        // (A poisoned gate only means an earlier load panicked; the gate
+        // guards no data.)
+        let _one_at_a_time = self
+            .upload_gate
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // An archive's map may inflate to the upload limit, as if sent as is.
         self.registry
-            .load_bytes(name, bytes, "upload")
+            .load_bytes_within(name, bytes, "upload", self.limits.max_upload_bytes as u64)
             .map_err(|e| ServiceError::LoadFailed(e.to_string()))
     }
 

@@ -880,3 +880,50 @@ fn compile_names_a_missing_source_once() {
         "{stderr}"
     );
 }
+
+/// `bspq load` over HTTP checks what it can before the clock starts, as the
+/// gRPC transports do: a URL without a scheme, a server that is not there
+/// and a line that is not a query each stop it with one message (it used
+/// to count millions of failed requests and print their latencies).
+#[test]
+fn load_over_http_refuses_a_bad_url_a_missing_server_and_bad_lines() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let good = dir.path().join("good.jsonl");
+    std::fs::write(&good, "{\"start\":[0,0,0],\"end\":[0,0,-64]}\n").expect("write");
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"start\":[0,0,0],\"end\":[0,0,-64]}\n{\"start\":[0,0\n",
+    )
+    .expect("write");
+    // A port nobody listens on: bound, then released.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let http = format!("http://{closed}");
+    let bare = closed.to_string();
+    for (url, queries, needle) in [
+        (bare.as_str(), &good, "invalid URL"),
+        (http.as_str(), &good, "cannot connect to"),
+        (http.as_str(), &bad, "query line 2"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args([
+                "load",
+                "--world",
+                "w",
+                "--duration",
+                "1",
+                "--url",
+                url,
+                "--queries",
+            ])
+            .arg(queries)
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{url}: {stderr}");
+        assert!(stderr.contains(needle), "{url}: {stderr}");
+        assert!(out.stdout.is_empty(), "{url}: no report");
+    }
+}

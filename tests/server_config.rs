@@ -255,3 +255,28 @@ fn the_default_worlds_directory_is_dot_worlds_when_it_exists() {
     assert_eq!(served[0].0, "arena");
     assert!(served[0].1.ends_with("arena.bsp"), "{served:?}");
 }
+
+/// A `--worlds` path that is a file is a configuration mistake: start-up
+/// fails naming it (it used to serve the bundled world and report ready).
+#[test]
+fn a_worlds_path_that_is_a_file_stops_start_up() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("worlds");
+    std::fs::write(&file, b"not a folder").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args([
+            "serve",
+            "--http-addr",
+            "127.0.0.1:0",
+            "--grpc-addr",
+            "127.0.0.1:0",
+            "--worlds",
+        ])
+        .arg(&file)
+        .env_remove("BSPQ_CONFIG")
+        .output()
+        .expect("runs");
+    assert!(!out.status.success(), "served");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is not a directory"), "{stderr}");
+}

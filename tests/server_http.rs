@@ -624,6 +624,52 @@ fn a_world_version_keeps_increasing_across_unloads() {
     );
 }
 
+/// An uploaded archive's map inflates to at most `max_upload_bytes`, as if
+/// sent as is: a small pk3 holding a huge member is refused (it used to
+/// inflate to 512 MiB whatever the upload limit), one within it loads.
+#[test]
+fn an_uploaded_archive_inflates_within_the_upload_limit() {
+    let limit = 1 << 20;
+    let server = TestServer::start(
+        None,
+        Limits {
+            max_upload_bytes: limit,
+            ..Limits::default()
+        },
+    );
+    let map = std::fs::read(common::map_path("q3dm6ish")).expect("map");
+    assert!(map.len() < limit, "the plain map fits the limit");
+    let padded = [map.as_slice(), &vec![0; limit]].concat();
+    let upload = |name: &str, member: &[u8]| {
+        let archive = pk3_of("maps/arena.bsp", member);
+        assert!(archive.len() < limit, "the archive itself fits");
+        call(
+            agent()
+                .put(&format!("{}/v1/worlds/{name}", server.base))
+                .header("Authorization", &format!("Bearer {TOKEN}"))
+                .send(&archive),
+        )
+    };
+    let (s, b) = upload("big", &padded);
+    expect_error(s, &b, 400, "load_failed", None);
+    let message = b["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&limit.to_string()), "{message}");
+    let (s, b) = upload("fits", &map);
+    assert_eq!((s, &b["version"]), (200, &serde_json::json!(1)), "{b}");
+}
+
+/// A pk3 (zip) of one deflated member.
+fn pk3_of(name: &str, bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    use zip::write::SimpleFileOptions;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let deflated =
+        SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file(name, deflated).expect("zip member");
+    zip.write_all(bytes).expect("zip write");
+    zip.finish().expect("zip").into_inner()
+}
+
 /// The Prometheus text of `GET /metrics`.
 fn scrape(base: &str) -> String {
     let (s, metrics) = get(base, "/metrics");

@@ -346,6 +346,18 @@ pub fn world_from_bytes(
     name: &str,
     options: &CompileOptions,
 ) -> Result<LoadedWorld, LoadError> {
+    world_from_bytes_within(bytes, name, options, pk3::MAX_MEMBER_BYTES)
+}
+
+/// [`world_from_bytes`], a pk3 member inflated to at most
+/// `max_member_bytes` (a small archive can hold a huge member: an upload
+/// is held to its own limit, not only to the file cap).
+pub fn world_from_bytes_within(
+    bytes: &[u8],
+    name: &str,
+    options: &CompileOptions,
+    max_member_bytes: u64,
+) -> Result<LoadedWorld, LoadError> {
     if format::looks_like_world_file(bytes) {
         return LoadedWorld::from_compiled_bytes(bytes);
     }
@@ -357,8 +369,8 @@ pub fn world_from_bytes(
         let [member] = members.as_slice() else {
             return Err(LoadError::UnknownFormat);
         };
-        let inner = pk3::read_member(bytes, member)?;
-        return world_from_bytes(&inner, name, options);
+        let inner = pk3::read_member_limited(bytes, member, max_member_bytes)?;
+        return world_from_bytes_within(&inner, name, options, max_member_bytes);
     }
     Err(LoadError::UnknownFormat)
 }

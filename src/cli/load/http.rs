@@ -1,6 +1,8 @@
 //! HTTP load: one blocking client thread per connection.
 
 use super::{Budget, Tally, REQUEST_TIMEOUT};
+use anyhow::Context;
+use bspq::query::QueryLine;
 use std::time::{Duration, Instant};
 
 /// Request bodies built before the clock starts, so clients spend their time on the wire.
@@ -10,7 +12,36 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    pub fn new(base_url: &str, world: &str, lines: &[String], batch: usize) -> Self {
+    /// The plan, once the URL, the query lines and the server are known to
+    /// be good: a run against a bad one would only count failures.
+    pub fn new(
+        base_url: &str,
+        world: &str,
+        lines: &[String],
+        batch: usize,
+    ) -> anyhow::Result<Self> {
+        let base_url = base_url.trim_end_matches('/');
+        let uri: ureq::http::Uri = base_url
+            .parse()
+            .with_context(|| format!("invalid URL {base_url:?}"))?;
+        anyhow::ensure!(
+            matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some(),
+            "invalid URL {base_url:?}: expected http://HOST:PORT"
+        );
+        // Whether a line makes sense is the server's to say (a hull only it
+        // knows); whether it is a query line at all is checked here.
+        for (index, line) in lines.iter().enumerate() {
+            QueryLine::parse(line).with_context(|| format!("query line {}", index + 1))?;
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(REQUEST_TIMEOUT))
+            .build()
+            .into();
+        agent
+            .get(&format!("{base_url}/healthz"))
+            .call()
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .with_context(|| format!("cannot connect to {base_url}"))?;
         let bodies = (0..lines.len().div_ceil(batch))
             .map(|b| {
                 let queries: Vec<&str> = (0..batch)
@@ -19,10 +50,10 @@ impl Plan {
                 format!("{{\"queries\":[{}]}}", queries.join(","))
             })
             .collect();
-        Self {
-            url: format!("{}/v1/worlds/{world}/trace", base_url.trim_end_matches('/')),
+        Ok(Self {
+            url: format!("{base_url}/v1/worlds/{world}/trace"),
             bodies,
-        }
+        })
     }
 
     pub fn run(

@@ -186,7 +186,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let (mut tally, queries_per_request) = match args.transport {
         Transport::Http => {
-            let plan = http::Plan::new(&url, &args.world, &lines, args.batch);
+            let plan = http::Plan::new(&url, &args.world, &lines, args.batch)?;
             (
                 plan.run(args.concurrency, &budget, duration)?,
                 args.batch as f64,
