@@ -173,6 +173,8 @@ pub enum ConfigError {
         key: String,
         message: String,
     },
+    #[error("http_addr and grpc_addr are both {0}: each listener needs its own address")]
+    SameAddress(String),
     #[error("{option} must be {rule}, not {value}")]
     OutOfRange {
         option: &'static str,
@@ -310,6 +312,12 @@ impl ServeArgs {
 
     /// Checks every value and builds the typed settings.
     pub fn settings(&self) -> Result<Settings, ConfigError> {
+        // (Told apart here: binding the second would say only "address in
+        // use". Port 0 is any free port, a different one for each.)
+        let addr = self.http_addr.trim();
+        if addr == self.grpc_addr.trim() && !addr.ends_with(":0") {
+            return Err(ConfigError::SameAddress(self.http_addr.clone()));
+        }
         let max_connection_age = if self.grpc_max_connection_age_seconds == 0.0 {
             None
         } else {
@@ -371,6 +379,25 @@ impl ServeArgs {
 mod tests {
     use super::*;
     use clap::FromArgMatches;
+
+    #[test]
+    fn one_address_for_both_listeners_is_refused() {
+        let args = parse(
+            serve_command(),
+            &[
+                "--http-addr",
+                "127.0.0.1:7000",
+                "--grpc-addr",
+                "127.0.0.1:7000",
+            ],
+        );
+        assert!(matches!(
+            args.settings(),
+            Err(ConfigError::SameAddress(addr)) if addr == "127.0.0.1:7000"
+        ));
+        let any_port = ["--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"];
+        assert!(parse(serve_command(), &any_port).settings().is_ok());
+    }
 
     fn parse(serve: Command, argv: &[&str]) -> ServeArgs {
         let mut argv_full = vec!["serve"];
