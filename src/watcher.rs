@@ -212,13 +212,17 @@ fn start_fs_watcher(dir: &Path, tx: mpsc::Sender<()>) -> Option<notify::Recommen
 /// reports what cannot be loaded.
 async fn reload_changed(registry: &Arc<Registry>, dir: &Path, state: &mut DirState) {
     let news = state.changed(dir);
-    report_skipped(registry, &news);
-    for (name, path) in news.worlds {
-        let registry = Arc::clone(registry);
-        // Loading and validating is CPU work: keep it off the reactor. A
-        // failure is recorded (and logged) by the registry.
-        let _ = tokio::task::spawn_blocking(move || registry.load_path(&name, &path)).await;
-    }
+    let registry = Arc::clone(registry);
+    // Loading and validating is CPU work, and recording a clash waits for a
+    // load of the same name (an upload) to end: keep both off the reactor.
+    // A failure is recorded (and logged) by the registry.
+    let _ = tokio::task::spawn_blocking(move || {
+        report_skipped(&registry, &news);
+        for (name, path) in &news.worlds {
+            let _ = registry.load_path(name, path);
+        }
+    })
+    .await;
 }
 
 /// Watches `dir` until the task is dropped: reloads new and replaced world

@@ -516,10 +516,11 @@ impl Admin for GrpcAdmin {
     ) -> Result<Response<pb::UnloadWorldResponse>, Status> {
         let state = &self.0;
         let name = request.into_inner().name;
+        let world = name.clone();
+        // Off the reactor: an unload waits for a load of the same name to end.
         state
-            .service
-            .unload(&name)
-            .map_err(|e| state.rejected(&e))?;
+            .run_blocking("admin", move |s| s.unload(&world))
+            .await?;
         state.metrics.count_request(&name, "admin", TRANSPORT);
         Ok(Response::new(pb::UnloadWorldResponse {
             world: name,

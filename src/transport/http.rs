@@ -457,9 +457,11 @@ async fn delete_world(
     State(state): State<HttpState>,
     WorldName(name): WorldName,
 ) -> Result<Response, ApiError> {
-    state.service.unload(&name)?;
-    state.metrics.count_request(&name, "admin", TRANSPORT);
-    Ok(Json(serde_json::json!({"world": name, "unloaded": true})).into_response())
+    let world = name.clone();
+    // Off the reactor: an unload waits for a load of the same name to end.
+    run_blocking(&state, "admin", move |s| s.unload(&name)).await?;
+    state.metrics.count_request(&world, "admin", TRANSPORT);
+    Ok(Json(serde_json::json!({"world": world, "unloaded": true})).into_response())
 }
 
 #[cfg(test)]
