@@ -11,7 +11,6 @@ use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
 use bspq::world::load::{open_world, world_from_bytes, WorldSpec};
 use bspq::world::World;
 use common::Rng;
-use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
@@ -361,21 +360,6 @@ fn mutated_maps_give_errors_or_valid_worlds() {
     );
 }
 
-/// Builds a pk3 (zip) holding `members` (name, bytes), deflated.
-fn zip_of(members: &[(&str, &[u8])]) -> Vec<u8> {
-    use zip::write::SimpleFileOptions;
-    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    for (name, bytes) in members {
-        zip.start_file(
-            *name,
-            SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated),
-        )
-        .unwrap();
-        zip.write_all(bytes).unwrap();
-    }
-    zip.finish().unwrap().into_inner()
-}
-
 #[test]
 fn pk3_member_answers_like_the_plain_bsp() {
     let bsp = std::fs::read(common::map_path("q3dm6ish")).unwrap();
@@ -384,7 +368,7 @@ fn pk3_member_answers_like_the_plain_bsp() {
     let archive = dir.path().join("pak9.pk3");
     std::fs::write(
         &archive,
-        zip_of(&[("readme.txt", readme), ("maps/q3dm6ish.bsp", &bsp)]),
+        common::pk3_of(&[("readme.txt", readme), ("maps/q3dm6ish.bsp", &bsp)]),
     )
     .unwrap();
     let archive_str = archive.to_str().unwrap();
@@ -428,7 +412,7 @@ fn pk3_member_answers_like_the_plain_bsp() {
 
     // An archive with a single map opens without naming the member.
     let single = dir.path().join("single.pk3");
-    std::fs::write(&single, zip_of(&[("maps/q3dm6ish.bsp", &bsp)])).unwrap();
+    std::fs::write(&single, common::pk3_of(&[("maps/q3dm6ish.bsp", &bsp)])).unwrap();
     open_world(
         &WorldSpec::parse(single.to_str().unwrap()),
         &CompileOptions {
@@ -446,7 +430,7 @@ fn pk3_missing_member_is_an_error_naming_it() {
     let archive = dir.path().join("pak9.pk3");
     std::fs::write(
         &archive,
-        zip_of(&[("maps/q3dm6ish.bsp", &bsp), ("maps/other.bsp", b"IBSP")]),
+        common::pk3_of(&[("maps/q3dm6ish.bsp", &bsp), ("maps/other.bsp", b"IBSP")]),
     )
     .unwrap();
     let archive_str = archive.to_str().unwrap();

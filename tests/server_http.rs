@@ -641,7 +641,7 @@ fn an_uploaded_archive_inflates_within_the_upload_limit() {
     assert!(map.len() < limit, "the plain map fits the limit");
     let padded = [map.as_slice(), &vec![0; limit]].concat();
     let upload = |name: &str, member: &[u8]| {
-        let archive = pk3_of("maps/arena.bsp", member);
+        let archive = common::pk3_of(&[("maps/arena.bsp", member)]);
         assert!(archive.len() < limit, "the archive itself fits");
         call(
             agent()
@@ -656,18 +656,6 @@ fn an_uploaded_archive_inflates_within_the_upload_limit() {
     assert!(message.contains(&limit.to_string()), "{message}");
     let (s, b) = upload("fits", &map);
     assert_eq!((s, &b["version"]), (200, &serde_json::json!(1)), "{b}");
-}
-
-/// A pk3 (zip) of one deflated member.
-fn pk3_of(name: &str, bytes: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    use zip::write::SimpleFileOptions;
-    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let deflated =
-        SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
-    zip.start_file(name, deflated).expect("zip member");
-    zip.write_all(bytes).expect("zip write");
-    zip.finish().expect("zip").into_inner()
 }
 
 /// The Prometheus text of `GET /metrics`.

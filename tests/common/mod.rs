@@ -178,3 +178,17 @@ pub fn result_bits(r: &TraceResult) -> [u32; 12] {
         r.surface_flags,
     ]
 }
+
+/// A pk3 (zip) holding `members` (name, bytes), deflated.
+pub fn pk3_of(members: &[(&str, &[u8])]) -> Vec<u8> {
+    use std::io::Write;
+    use zip::write::SimpleFileOptions;
+    let deflated =
+        SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    for (name, bytes) in members {
+        zip.start_file(*name, deflated).expect("zip member");
+        zip.write_all(bytes).expect("zip write");
+    }
+    zip.finish().expect("zip").into_inner()
+}
