@@ -388,6 +388,23 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let bspq = measure(traces.len(), args.runs, min_run, || {
         trace_pass(&world, &traces, &mut scratch)
     });
+    // The same single path over the four-wide trees, where the eight-wide
+    // ones were built (AVX2): what the eight-wide search gains, side by side.
+    let four_kernel = world
+        .kernel
+        .bvh
+        .wide
+        .present()
+        .then(|| world.kernel.without_wide_trees());
+    let bspq_four_wide = four_kernel
+        .as_ref()
+        .filter(|_| !traces.is_empty())
+        .map(|kernel| {
+            let four = World { kernel, ..world };
+            measure(traces.len(), args.runs, min_run, || {
+                trace_pass(&four, &traces, &mut scratch)
+            })
+        });
     let bspq_points = measure(points.len(), args.runs, min_run, || {
         for p in &points {
             black_box(point_contents(&world, black_box(*p)));
@@ -523,6 +540,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     ];
     if !traces.is_empty() {
         report.push(stats_line("bspq", &bspq));
+        if let Some(four) = &bspq_four_wide {
+            report.push(format!(
+                "{} (the single path over the four-wide trees; eight-wide {:.2}x)",
+                stats_line("4-wide", four),
+                ratio(bspq.wall.median, four.wall.median)
+            ));
+        }
         report.push(format!(
             "{} ({:.0} % answered by the first pass)",
             stats_line(&format!("batch {}", args.batch), &bspq_batch),
@@ -667,6 +691,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             map.insert(
                 "bspq_packets".into(),
                 has_traces.then(|| stats_json(&bspq_packets)).into(),
+            );
+            map.insert(
+                "bspq_four_wide_qps".into(),
+                bspq_four_wide.as_ref().map(|m| m.wall.median).into(),
+            );
+            map.insert(
+                "bspq_four_wide".into(),
+                bspq_four_wide.as_ref().map(stats_json).into(),
+            );
+            map.insert(
+                "eight_over_four_wide".into(),
+                bspq_four_wide
+                    .as_ref()
+                    .map(|m| ratio(bspq.wall.median, m.wall.median))
+                    .into(),
             );
             map.insert(
                 "bspq_anyhit_batch_qps".into(),

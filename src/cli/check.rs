@@ -121,6 +121,24 @@ fn compare(world: &World, label: &str, moves: &[TraceQuery]) -> bool {
     report("fast trace vs walk", differing(&fast, &expected), &|i| {
         format!("{:?}", fast[i])
     });
+    // Where the full trace searches the eight-wide trees (AVX2), the
+    // four-wide search that other processors take, too.
+    if world.kernel.bvh.wide.present() {
+        let kernel = world.kernel.without_wide_trees();
+        let four = World {
+            kernel: &kernel,
+            ..*world
+        };
+        let narrow: Vec<TraceResult> = moves
+            .iter()
+            .map(|q| trace(&four, q, &mut scratch))
+            .collect();
+        report(
+            "fast trace 4-wide vs walk",
+            differing(&narrow, &expected),
+            &|i| format!("{:?}", narrow[i]),
+        );
+    }
     let hits: Vec<bool> = moves
         .iter()
         .map(|q| any_hit(world, q, &mut scratch))

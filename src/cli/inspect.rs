@@ -167,6 +167,20 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         count(&bvh.combined, LOOSE_FACET),
         count(&bvh.patches, RAY_FACET),
     );
+    let wide = &bvh.wide;
+    if wide.present() {
+        println!(
+            "eight-wide BVH   {} brush nodes, {} patch nodes, {} nodes over both, {} for large boxes (the full trace's search, AVX2)",
+            wide.brushes.len(),
+            wide.patches.len(),
+            wide.combined.len(),
+            wide.combined_whole.len(),
+        );
+    } else {
+        println!(
+            "eight-wide BVH   none (no AVX2 here: the full trace searches the four-wide trees)"
+        );
+    }
     println!(
         "axial boxes      {} of {} brushes (clipped from their six distances)",
         world.kernel.axial_brushes.len(),

@@ -33,7 +33,7 @@ use super::tree::Probe;
 use super::work::{Scratch, TraceQuery, TraceResult, TraceWork};
 use crate::contents::CONTENTS_SOLID;
 use crate::math::{splat_axes, Vec3};
-use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
+use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDE, WIDTH};
 use crate::world::cores::CoreLanes;
 use crate::world::{Patch, World};
 #[cfg(not(target_arch = "x86_64"))]
@@ -466,6 +466,18 @@ fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
     if !ANY_HIT && on_border() {
         return Err(Stop::Undecided);
     }
+    // The full trace searches the eight-wide trees where they were built
+    // (any-hit keeps the four-wide ones: their solid cores stop it sooner,
+    // and it measured no faster eight wide).
+    #[cfg(target_arch = "x86_64")]
+    if !ANY_HIT && bvh.wide.present() {
+        // SAFETY: the eight-wide trees are built only where the processor
+        // has the features `wide`'s functions are compiled for
+        // (`bvh::wide_available`).
+        return unsafe {
+            super::wide::run_wide(world, bvh, &ray, all_patches, clipper, search, stack, probe)
+        };
+    }
     // Each tree's walk written out: one call site shared through a closure
     // or a chosen tree measured 1-2 % slower (the walk is inlined at each).
     if !all_patches {
@@ -574,7 +586,7 @@ fn walk_tree<C: Clipper, P: Probe, const ANY_HIT: bool>(
 /// which stays in a register (a Vec's length would be written back on
 /// every push).
 pub(super) fn search_stack<'a>(stack: &'a mut Vec<Entry>, bvh: &Bvh) -> &'a mut [Entry] {
-    let len = 2 * bvh.stack_depth + 4 * WIDTH;
+    let len = (2 * bvh.stack_depth + 4 * WIDTH).max(bvh.wide.stack_depth + 2 * WIDE);
     if stack.len() < len {
         stack.resize(len, Entry::NONE);
     }
@@ -760,6 +772,12 @@ impl Entry {
         })
     }
 
+    /// The entry packed in `bits` (child low, entry fraction high).
+    #[inline(always)]
+    pub fn from_bits(bits: u64) -> Entry {
+        Entry(bits)
+    }
+
     #[inline(always)]
     pub fn child(self) -> u32 {
         self.0 as u32
@@ -774,7 +792,7 @@ impl Entry {
 /// Sorts four entries, largest first, with a five-comparator network of
 /// minimums and maximums (conditional moves, not branches).
 #[inline(always)]
-fn sort4_descending([a, b, c, d]: [Entry; 4]) -> [Entry; 4] {
+pub(super) fn sort4_descending([a, b, c, d]: [Entry; 4]) -> [Entry; 4] {
     let (a, b) = (a.max(b), a.min(b));
     let (c, d) = (c.max(d), c.min(d));
     let (a, c) = (a.max(c), a.min(c));

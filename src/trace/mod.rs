@@ -24,6 +24,8 @@ pub mod shape;
 pub mod sieve;
 mod sweep;
 mod tree;
+#[cfg(target_arch = "x86_64")]
+mod wide;
 mod work;
 
 pub use batch::{

@@ -87,6 +87,126 @@ pub struct BvhNode {
 }
 const _: () = assert!(std::mem::size_of::<BvhNode>() == 128);
 
+/// Children per node of the eight-wide trees: one AVX lane each.
+pub const WIDE: usize = 8;
+
+/// A node of the eight-wide trees ([`WideTrees`]): the layout of
+/// [`BvhNode`] with eight lanes a row, each row one AVX vector.
+#[repr(C, align(64))]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WideNode {
+    pub min: [[f32; WIDE]; 3],
+    pub max: [[f32; WIDE]; 3],
+    pub children: [u32; WIDE],
+    pub contents: [u32; WIDE],
+}
+const _: () = assert!(std::mem::size_of::<WideNode>() == 256);
+
+/// What the builder needs of a node, four or eight wide.
+trait TreeNode: Copy {
+    const WIDTH: usize;
+    fn empty() -> Self;
+    fn set(&mut self, slot: usize, lo: [f32; 3], hi: [f32; 3], child: u32, contents: u32);
+    fn children(&self) -> &[u32];
+    /// Child `slot`'s bounds, reference and contents.
+    #[cfg(test)]
+    fn lane(&self, slot: usize) -> ([f32; 3], [f32; 3], u32, u32);
+}
+
+impl TreeNode for BvhNode {
+    const WIDTH: usize = WIDTH;
+    fn empty() -> Self {
+        BvhNode {
+            min: [Vec4::INFINITY; 3],
+            max: [Vec4::NEG_INFINITY; 3],
+            children: [EMPTY_SLOT; WIDTH],
+            contents: [0; WIDTH],
+        }
+    }
+    fn set(&mut self, slot: usize, lo: [f32; 3], hi: [f32; 3], child: u32, contents: u32) {
+        for axis in 0..3 {
+            self.min[axis][slot] = lo[axis];
+            self.max[axis][slot] = hi[axis];
+        }
+        self.children[slot] = child;
+        self.contents[slot] = contents;
+    }
+    fn children(&self) -> &[u32] {
+        &self.children
+    }
+    #[cfg(test)]
+    fn lane(&self, slot: usize) -> ([f32; 3], [f32; 3], u32, u32) {
+        (
+            [0, 1, 2].map(|k| self.min[k][slot]),
+            [0, 1, 2].map(|k| self.max[k][slot]),
+            self.children[slot],
+            self.contents[slot],
+        )
+    }
+}
+
+impl TreeNode for WideNode {
+    const WIDTH: usize = WIDE;
+    fn empty() -> Self {
+        WideNode {
+            min: [[f32::INFINITY; WIDE]; 3],
+            max: [[f32::NEG_INFINITY; WIDE]; 3],
+            children: [EMPTY_SLOT; WIDE],
+            contents: [0; WIDE],
+        }
+    }
+    fn set(&mut self, slot: usize, lo: [f32; 3], hi: [f32; 3], child: u32, contents: u32) {
+        for axis in 0..3 {
+            self.min[axis][slot] = lo[axis];
+            self.max[axis][slot] = hi[axis];
+        }
+        self.children[slot] = child;
+        self.contents[slot] = contents;
+    }
+    fn children(&self) -> &[u32] {
+        &self.children
+    }
+    #[cfg(test)]
+    fn lane(&self, slot: usize) -> ([f32; 3], [f32; 3], u32, u32) {
+        (
+            [0, 1, 2].map(|k| self.min[k][slot]),
+            [0, 1, 2].map(|k| self.max[k][slot]),
+            self.children[slot],
+            self.contents[slot],
+        )
+    }
+}
+
+/// The same trees eight wide, for the full trace's search on processors
+/// with AVX2 (built only there; empty elsewhere).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WideTrees {
+    pub brushes: Vec<WideNode>,
+    pub patches: Vec<WideNode>,
+    pub combined: Vec<WideNode>,
+    pub combined_whole: Vec<WideNode>,
+    /// The most entries a search's stack can hold at once in any of them.
+    pub stack_depth: usize,
+}
+
+impl WideTrees {
+    /// Whether the trees were built (the processor has AVX2).
+    pub fn present(&self) -> bool {
+        !self.brushes.is_empty() || !self.combined.is_empty()
+    }
+
+    /// The tree over brushes and patches for a box or shape of half-size
+    /// `half` (see [`Bvh::combined_for`]).
+    #[inline(always)]
+    pub fn combined_for(&self, half: glam::Vec3A) -> &[WideNode] {
+        if self.combined_whole.is_empty() || half.cmple(glam::Vec3A::splat(SMALL_BOX_HALF)).all() {
+            &self.combined
+        } else {
+            &self.combined_whole
+        }
+    }
+}
+
 /// The trees of one world (each empty when it has nothing with bounds).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Bvh {
@@ -116,6 +236,8 @@ pub struct Bvh {
     pub facet_patch: Vec<u32>,
     /// The most entries a search's stack can hold at once in either tree.
     pub stack_depth: usize,
+    /// The brush, patch and combined trees eight wide.
+    pub wide: WideTrees,
 }
 
 impl Bvh {
@@ -141,6 +263,13 @@ impl Bvh {
         unbounded: Vec::new(),
         facet_patch: Vec::new(),
         stack_depth: 0,
+        wide: WideTrees {
+            brushes: Vec::new(),
+            patches: Vec::new(),
+            combined: Vec::new(),
+            combined_whole: Vec::new(),
+            stack_depth: 0,
+        },
     };
 }
 
@@ -279,28 +408,23 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             }
         }
     }
-    let tree = |items: Vec<Item>, copies: usize| {
-        let mut nodes = Vec::new();
-        if !items.is_empty() {
-            build_node(items, &mut nodes, &mut { copies });
-        }
-        nodes
-    };
     // Spatial splits shorten some maps' searches by a fifth and lengthen
     // others' (the surface-area cost assumes moves from outside the world):
-    // both trees are built and the one sample moves visit less is kept.
-    let best_tree = |items: Vec<Item>| {
+    // both trees are built and the one sample moves visit less is kept,
+    // with the split budget it was built with (the eight-wide tree over the
+    // same items takes the same).
+    let best_tree = |items: &[Item]| -> (Vec<BvhNode>, usize) {
         let copies = items.len() / SPLIT_COPIES_PER;
         if copies == 0 {
-            return tree(items, 0);
+            return (tree(items.to_vec(), 0), 0);
         }
-        let object = tree(items.clone(), 0);
-        let spatial = tree(items, copies);
+        let object = tree(items.to_vec(), 0);
+        let spatial = tree(items.to_vec(), copies);
         let moves = sample_moves(&object);
         if visits(&spatial, &moves) < visits(&object, &moves) {
-            spatial
+            (spatial, copies)
         } else {
-            object
+            (object, 0)
         }
     };
     let with_brushes = |patches: &[Item]| -> Option<Vec<Item>> {
@@ -314,22 +438,37 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             .map(reference)
             .eq(whole_patch_items.iter().map(reference))
     });
-    let brushes = best_tree(brush_items);
+    let wide = wide_available();
+    let (brushes, brush_copies) = best_tree(&brush_items);
+    let mut wide_trees = WideTrees::default();
+    if wide {
+        wide_trees.brushes = tree(brush_items, brush_copies);
+        wide_trees.patches = tree(ray_patch_items.clone(), 0);
+    }
     // (Spatial splits did not change the patch trees' searches.)
     let patches = tree(ray_patch_items, 0);
     let brush_cores = super::cores::build(world, &brushes, brush_bounds, unlisted);
     let (combined, combined_cores) = match combined_items {
         Some(items) => {
-            let combined = best_tree(items);
+            let (combined, copies) = best_tree(&items);
             let cores = super::cores::build(world, &combined, brush_bounds, unlisted);
+            if wide {
+                wide_trees.combined = tree(items, copies);
+            }
             (combined, cores)
         }
         // Without patches the brushes' tree serves both.
-        None => (brushes.clone(), brush_cores.clone()),
+        None => {
+            wide_trees.combined = wide_trees.brushes.clone();
+            (brushes.clone(), brush_cores.clone())
+        }
     };
     let (combined_whole, combined_whole_cores) = match whole_items {
         // (Few moves search it: built once, without judging spatial splits.)
         Some(items) => {
+            if wide {
+                wide_trees.combined_whole = tree(items.clone(), 0);
+            }
             let whole = tree(items, 0);
             let cores = super::cores::build(world, &whole, brush_bounds, unlisted);
             (whole, cores)
@@ -340,6 +479,10 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
         .max(stack_depth(&patches))
         .max(stack_depth(&combined))
         .max(stack_depth(&combined_whole));
+    wide_trees.stack_depth = self::stack_depth(&wide_trees.brushes)
+        .max(self::stack_depth(&wide_trees.patches))
+        .max(self::stack_depth(&wide_trees.combined))
+        .max(self::stack_depth(&wide_trees.combined_whole));
     Bvh {
         brushes,
         brush_cores,
@@ -351,6 +494,32 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
         unbounded,
         facet_patch,
         stack_depth,
+        wide: wide_trees,
+    }
+}
+
+/// The tree over `items`, spatial splits adding up to `copies` pieces.
+fn tree<N: TreeNode>(items: Vec<Item>, copies: usize) -> Vec<N> {
+    let mut nodes = Vec::new();
+    if !items.is_empty() {
+        build_node(items, &mut nodes, &mut { copies });
+    }
+    nodes
+}
+
+/// Whether this processor runs the eight-wide search (AVX2).
+pub fn wide_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("bmi1")
+            && std::is_x86_feature_detected!("bmi2")
+            && std::is_x86_feature_detected!("popcnt")
+            && std::is_x86_feature_detected!("lzcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 
@@ -447,14 +616,14 @@ fn visits(nodes: &[BvhNode], moves: &[SampleMove]) -> usize {
 /// The most entries a nearest-first search of `nodes` holds on its stack:
 /// a node's children replace it, so along a path the stack grows by at most
 /// the number of children less one per node.
-fn stack_depth(nodes: &[BvhNode]) -> usize {
+fn stack_depth<N: TreeNode>(nodes: &[N]) -> usize {
     if nodes.is_empty() {
         return 0;
     }
     // Children come after their parents: one backward pass.
     let mut need = vec![1usize; nodes.len()];
     for i in (0..nodes.len()).rev() {
-        let children = &nodes[i].children;
+        let children = nodes[i].children();
         let used = children.iter().filter(|&&c| c != EMPTY_SLOT).count();
         let deepest = children
             .iter()
@@ -610,23 +779,18 @@ fn grow_down(v: f32) -> f32 {
 
 /// Appends the node over `items` (and its subtree) and returns its index.
 /// `copies`: how many more pieces spatial splits may add.
-fn build_node(items: Vec<Item>, nodes: &mut Vec<BvhNode>, copies: &mut usize) -> u32 {
+fn build_node<N: TreeNode>(items: Vec<Item>, nodes: &mut Vec<N>, copies: &mut usize) -> u32 {
     let index = nodes.len() as u32;
-    nodes.push(BvhNode {
-        min: [Vec4::INFINITY; 3],
-        max: [Vec4::NEG_INFINITY; 3],
-        children: [EMPTY_SLOT; WIDTH],
-        contents: [0; WIDTH],
-    });
-    // Up to four groups: the items themselves when few, else SAH splits,
+    nodes.push(N::empty());
+    // Up to WIDTH groups: the items themselves when few, else SAH splits,
     // each of the group with the largest surface (the one a move is most
     // likely to enter), as collapsing a binary SAH tree would.
-    let mut groups: Vec<Vec<Item>> = Vec::with_capacity(WIDTH);
-    if items.len() <= WIDTH {
+    let mut groups: Vec<Vec<Item>> = Vec::with_capacity(N::WIDTH);
+    if items.len() <= N::WIDTH {
         groups.extend(items.into_iter().map(|item| vec![item]));
     } else {
         groups.push(items);
-        while groups.len() < WIDTH {
+        while groups.len() < N::WIDTH {
             let largest = groups
                 .iter()
                 .enumerate()
@@ -650,13 +814,7 @@ fn build_node(items: Vec<Item>, nodes: &mut Vec<BvhNode>, copies: &mut usize) ->
         } else {
             build_node(group, nodes, copies)
         };
-        let node = &mut nodes[index as usize];
-        for axis in 0..3 {
-            node.min[axis][slot] = lo[axis];
-            node.max[axis][slot] = hi[axis];
-        }
-        node.children[slot] = child;
-        node.contents[slot] = contents;
+        nodes[index as usize].set(slot, lo, hi, child, contents);
     }
     index
 }
@@ -936,40 +1094,44 @@ mod tests {
     }
 
     /// Every primitive appears exactly once, below bounds that contain its
-    /// own, with its contents in every ancestor's summary.
+    /// own, with its contents in every ancestor's summary, four and eight
+    /// wide.
     #[test]
     fn tree_holds_each_primitive_once_inside_its_ancestors() {
-        for n in [1usize, 2, 3, 4, 5, 17, 100, 1000] {
+        holds_each_primitive_once::<BvhNode>();
+        holds_each_primitive_once::<WideNode>();
+    }
+
+    fn holds_each_primitive_once<N: TreeNode>() {
+        for n in [1usize, 2, 3, 4, 5, 8, 9, 17, 100, 1000] {
             let items: Vec<Item> = (0..n as u32)
                 .map(|i| item(i, (i * 7 % 13) as f32))
                 .collect();
             let originals = items.clone();
-            let mut nodes = Vec::new();
+            let mut nodes: Vec<N> = Vec::new();
             build_node(items, &mut nodes, &mut 0);
             let mut seen = vec![0; n];
             let mut stack = vec![(0u32, [f32::NEG_INFINITY; 3], [f32::INFINITY; 3], u32::MAX)];
             while let Some((index, plo, phi, pc)) = stack.pop() {
                 let node = &nodes[index as usize];
-                for slot in 0..WIDTH {
-                    let child = node.children[slot];
+                for slot in 0..N::WIDTH {
+                    let (lo, hi, child, contents) = node.lane(slot);
                     if child == EMPTY_SLOT {
-                        assert_eq!(node.contents[slot], 0);
+                        assert_eq!(contents, 0);
                         continue;
                     }
-                    let lo = [0, 1, 2].map(|k| node.min[k][slot]);
-                    let hi = [0, 1, 2].map(|k| node.max[k][slot]);
                     for k in 0..3 {
                         assert!(plo[k] <= lo[k] && hi[k] <= phi[k]);
                     }
-                    assert_eq!(node.contents[slot] & !pc, 0);
+                    assert_eq!(contents & !pc, 0);
                     if child & PRIMITIVE != 0 {
                         let i = (child & !PRIMITIVE) as usize;
                         seen[i] += 1;
                         assert_eq!((lo, hi), (originals[i].lo, originals[i].hi));
-                        assert_eq!(node.contents[slot], originals[i].contents);
+                        assert_eq!(contents, originals[i].contents);
                     } else {
                         assert!(child > index);
-                        stack.push((child, lo, hi, node.contents[slot]));
+                        stack.push((child, lo, hi, contents));
                     }
                 }
             }

@@ -236,6 +236,15 @@ pub static EMPTY: KernelTree = KernelTree {
 };
 
 impl KernelTree {
+    /// This tree without its eight-wide trees: the full trace then takes
+    /// the four-wide search, as on processors without AVX2 (for tests and
+    /// benchmarks comparing the two).
+    pub fn without_wide_trees(&self) -> KernelTree {
+        let mut four = self.clone();
+        four.bvh.wide = Default::default();
+        four
+    }
+
     /// Whether this tree was derived from `world` (same counts, not empty).
     pub fn matches(&self, world: &World) -> bool {
         !self.nodes.is_empty()
