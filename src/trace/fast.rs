@@ -712,34 +712,54 @@ fn walk_full<C: Clipper, P: Probe>(
                 // network on the packed entries (no data-dependent
                 // branches: the order of children is a coin toss to a
                 // branch predictor).
-                let [a, b, c, d] = sort4_descending(Entry::lanes(node, near, hits));
                 let entered = hits.count_ones() as usize;
-                // The entries not entered sort first (`NONE` is the
-                // largest), the nearest last. Write the three slots before
-                // the nearest from the first entered on (the slots past the
-                // ones pushed are free) and move the top past the pushed.
-                let sorted = [a, b, c, d, d, d, d];
-                let first = WIDTH - entered;
-                stack[top..top + 3].copy_from_slice(&sorted[first..first + 3]);
-                top += entered - 1;
-                current = d.child();
+                current =
+                    push_nearest_last(Entry::lanes(node, near, hits), entered, stack, &mut top);
                 continue 'visit;
             }
         }
-        // Pop the next entry still within reach (the window may have
-        // shrunk since it was pushed).
-        loop {
-            if top == 0 {
-                return Ok(());
-            }
-            top -= 1;
-            let entry = stack[top];
-            if entry.near() <= limit(search) {
-                current = entry.child();
-                continue 'visit;
-            }
+        match pop_within(stack, &mut top, limit(search)) {
+            Some(next) => current = next,
+            None => return Ok(()),
         }
     }
+}
+
+/// Orders four entries (`entered` of them entered, the rest
+/// [`Entry::NONE`]), pushes all entered but the nearest, nearest on top,
+/// and returns the nearest's child: the one to visit now.
+#[inline(always)]
+pub(super) fn push_nearest_last(
+    lanes: [Entry; 4],
+    entered: usize,
+    stack: &mut [Entry],
+    top: &mut usize,
+) -> u32 {
+    let [a, b, c, d] = sort4_descending(lanes);
+    // The entries not entered sort first (`NONE` is the largest), the
+    // nearest last. Write the three slots before the nearest from the
+    // first entered on (the slots past the ones pushed are free) and move
+    // the top past the pushed.
+    let sorted = [a, b, c, d, d, d, d];
+    let first = 4 - entered;
+    stack[*top..*top + 3].copy_from_slice(&sorted[first..first + 3]);
+    *top += entered - 1;
+    d.child()
+}
+
+/// Pops the next entry still within reach (entered no later than `limit`:
+/// the window may have shrunk since it was pushed), or `None` when the
+/// stack is empty.
+#[inline(always)]
+pub(super) fn pop_within(stack: &[Entry], top: &mut usize, limit: f32) -> Option<u32> {
+    while *top > 0 {
+        *top -= 1;
+        let entry = stack[*top];
+        if entry.near() <= limit {
+            return Some(entry.child());
+        }
+    }
+    None
 }
 
 /// A stack entry of the fast trace packed in 64 bits: the fraction where
@@ -792,7 +812,7 @@ impl Entry {
 /// Sorts four entries, largest first, with a five-comparator network of
 /// minimums and maximums (conditional moves, not branches).
 #[inline(always)]
-pub(super) fn sort4_descending([a, b, c, d]: [Entry; 4]) -> [Entry; 4] {
+fn sort4_descending([a, b, c, d]: [Entry; 4]) -> [Entry; 4] {
     let (a, b) = (a.max(b), a.min(b));
     let (c, d) = (c.max(d), c.min(d));
     let (a, c) = (a.max(c), a.min(c));

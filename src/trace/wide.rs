@@ -7,7 +7,7 @@
 //! depend on it (see [`super::fast`]), so the answers are the four-wide
 //! search's bit for bit (the tests compare both).
 
-use super::fast::{primitive, sort4_descending, Clipper, Entry, Ray, Search, Stop};
+use super::fast::{pop_within, primitive, push_nearest_last, Clipper, Entry, Ray, Search, Stop};
 use super::tree::Probe;
 use crate::world::bvh::{Bvh, WideNode, PRIMITIVE, WIDE};
 use crate::world::World;
@@ -212,29 +212,18 @@ fn walk<C: Clipper, P: Probe>(
             if hits != 0 {
                 let lanes = entries(node, near, entered, hits);
                 let count = hits.count_ones() as usize;
-                if count <= 4 {
-                    let [a, b, c, d] = sort4_descending([lanes[0], lanes[1], lanes[2], lanes[3]]);
-                    let sorted = [a, b, c, d, d, d, d];
-                    let first = 4 - count;
-                    stack[top..top + 3].copy_from_slice(&sorted[first..first + 3]);
-                    top += count - 1;
-                    current = d.child();
+                current = if count <= 4 {
+                    let [a, b, c, d, ..] = lanes;
+                    push_nearest_last([a, b, c, d], count, stack, &mut top)
                 } else {
-                    current = push_many(lanes, count, stack, &mut top);
-                }
+                    push_many(lanes, count, stack, &mut top)
+                };
                 continue 'visit;
             }
         }
-        loop {
-            if top == 0 {
-                return Ok(());
-            }
-            top -= 1;
-            let entry = stack[top];
-            if entry.near() <= limit(search) {
-                current = entry.child();
-                continue 'visit;
-            }
+        match pop_within(stack, &mut top, limit(search)) {
+            Some(next) => current = next,
+            None => return Ok(()),
         }
     }
 }

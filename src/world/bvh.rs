@@ -113,69 +113,51 @@ trait TreeNode: Copy {
     fn lane(&self, slot: usize) -> ([f32; 3], [f32; 3], u32, u32);
 }
 
-impl TreeNode for BvhNode {
-    const WIDTH: usize = WIDTH;
-    fn empty() -> Self {
-        BvhNode {
-            min: [Vec4::INFINITY; 3],
-            max: [Vec4::NEG_INFINITY; 3],
-            children: [EMPTY_SLOT; WIDTH],
-            contents: [0; WIDTH],
+/// [`TreeNode`] for a node type with `min`/`max` rows indexed by slot:
+/// the two differ only in their width and how a row is filled.
+macro_rules! tree_node {
+    ($node:ty, $width:expr, $low:expr, $high:expr) => {
+        impl TreeNode for $node {
+            const WIDTH: usize = $width;
+            fn empty() -> Self {
+                Self {
+                    min: [$low; 3],
+                    max: [$high; 3],
+                    children: [EMPTY_SLOT; $width],
+                    contents: [0; $width],
+                }
+            }
+            fn set(&mut self, slot: usize, lo: [f32; 3], hi: [f32; 3], child: u32, contents: u32) {
+                for axis in 0..3 {
+                    self.min[axis][slot] = lo[axis];
+                    self.max[axis][slot] = hi[axis];
+                }
+                self.children[slot] = child;
+                self.contents[slot] = contents;
+            }
+            fn children(&self) -> &[u32] {
+                &self.children
+            }
+            #[cfg(test)]
+            fn lane(&self, slot: usize) -> ([f32; 3], [f32; 3], u32, u32) {
+                (
+                    [0, 1, 2].map(|k| self.min[k][slot]),
+                    [0, 1, 2].map(|k| self.max[k][slot]),
+                    self.children[slot],
+                    self.contents[slot],
+                )
+            }
         }
-    }
-    fn set(&mut self, slot: usize, lo: [f32; 3], hi: [f32; 3], child: u32, contents: u32) {
-        for axis in 0..3 {
-            self.min[axis][slot] = lo[axis];
-            self.max[axis][slot] = hi[axis];
-        }
-        self.children[slot] = child;
-        self.contents[slot] = contents;
-    }
-    fn children(&self) -> &[u32] {
-        &self.children
-    }
-    #[cfg(test)]
-    fn lane(&self, slot: usize) -> ([f32; 3], [f32; 3], u32, u32) {
-        (
-            [0, 1, 2].map(|k| self.min[k][slot]),
-            [0, 1, 2].map(|k| self.max[k][slot]),
-            self.children[slot],
-            self.contents[slot],
-        )
-    }
+    };
 }
 
-impl TreeNode for WideNode {
-    const WIDTH: usize = WIDE;
-    fn empty() -> Self {
-        WideNode {
-            min: [[f32::INFINITY; WIDE]; 3],
-            max: [[f32::NEG_INFINITY; WIDE]; 3],
-            children: [EMPTY_SLOT; WIDE],
-            contents: [0; WIDE],
-        }
-    }
-    fn set(&mut self, slot: usize, lo: [f32; 3], hi: [f32; 3], child: u32, contents: u32) {
-        for axis in 0..3 {
-            self.min[axis][slot] = lo[axis];
-            self.max[axis][slot] = hi[axis];
-        }
-        self.children[slot] = child;
-        self.contents[slot] = contents;
-    }
-    fn children(&self) -> &[u32] {
-        &self.children
-    }
-    #[cfg(test)]
-    fn lane(&self, slot: usize) -> ([f32; 3], [f32; 3], u32, u32) {
-        (
-            [0, 1, 2].map(|k| self.min[k][slot]),
-            [0, 1, 2].map(|k| self.max[k][slot]),
-            self.children[slot],
-            self.contents[slot],
-        )
-    }
-}
+tree_node!(BvhNode, WIDTH, Vec4::INFINITY, Vec4::NEG_INFINITY);
+tree_node!(
+    WideNode,
+    WIDE,
+    [f32::INFINITY; WIDE],
+    [f32::NEG_INFINITY; WIDE]
+);
 
 /// The same trees eight wide, for the full trace's search on processors
 /// with AVX2 (built only there; empty elsewhere).
