@@ -88,7 +88,8 @@ impl Needs<'_> {
     }
 }
 
-fn on_path(name: &str) -> bool {
+/// Whether an executable `name` is on `PATH`.
+pub fn on_path(name: &str) -> bool {
     std::env::var_os("PATH")
         .iter()
         .flat_map(std::env::split_paths)
