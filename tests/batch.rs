@@ -69,17 +69,15 @@ fn check_map(map: &str, curves: bool) {
         );
     }
 
-    // Batches of several sizes, shuffled, on one and two threads, in
-    // packets and one at a time.
+    // Batches of several sizes, shuffled, on one and two threads.
     let mut rng = Rng(0xba7c_4000 ^ curves as u64);
-    for (threads, packets) in [(1, false), (2, false), (1, true), (2, true)] {
+    for threads in [1, 2] {
         for size in [1, 7, 64, 1000, queries.len()] {
             let mut order: Vec<usize> = (0..queries.len()).collect();
             rng.shuffle(&mut order);
             let options = BatchOptions {
                 threads,
                 min_per_thread: 16,
-                packets,
             };
             for chunk in order.chunks(size) {
                 let batch: Vec<TraceQuery> = chunk.iter().map(|&i| queries[i].clone()).collect();
@@ -89,7 +87,7 @@ fn check_map(map: &str, curves: bool) {
                     assert_eq!(
                         result_bits(r),
                         result_bits(&expected[i]),
-                        "{map}: query {i} in a batch of {size} on {threads} threads (packets: {packets})"
+                        "{map}: query {i} in a batch of {size} on {threads} threads"
                     );
                 }
             }
@@ -126,11 +124,10 @@ fn check_map(map: &str, curves: bool) {
             mask: 0,
             masks: Some(&masks),
         };
-        for (threads, packets) in [(1, false), (2, false), (1, true), (2, true)] {
+        for threads in [1, 2] {
             let options = BatchOptions {
                 threads,
                 min_per_thread: 8,
-                packets,
             };
             trace_batch(&world, &batch, &options, &mut out).expect("consistent batch");
             any_hit_batch(&world, &batch, &options, &mut hits).expect("consistent batch");
@@ -141,7 +138,7 @@ fn check_map(map: &str, curves: bool) {
                 assert_eq!(
                     result_bits(&r),
                     result_bits(&expected[i]),
-                    "{map}: SoA query {i} (packets: {packets})"
+                    "{map}: SoA query {i} on {threads} threads"
                 );
                 assert_eq!(
                     hits[k],
@@ -325,7 +322,6 @@ fn mixed_batches_answer_in_order() {
         let options = BatchOptions {
             threads,
             min_per_thread: 100,
-            ..BatchOptions::default()
         };
         assert_eq!(answer_all(&world, &queries, &options), one_by_one);
     }
@@ -440,30 +436,24 @@ fn grazing_moves_match_the_reference_walk() {
         }
         // The moves do touch brushes often: the test is not vacuous.
         assert!(hits > 2_000, "{map}: only {hits} grazing moves hit");
-        assert_packets_answer_as_alone(map, &world, &moves);
+        assert_batch_answers_as_alone(map, &world, &moves);
     }
 }
 
-/// Walked in packets (neighbours along the coherence order, which puts
-/// moves grazing the same brush together), each of `moves` gets the answer
-/// it has alone.
-fn assert_packets_answer_as_alone(
+/// In one batch (moves grazing the same brush one after another), each of
+/// `moves` gets the answer it has alone.
+fn assert_batch_answers_as_alone(
     map: &str,
     world: &bspq::world::World,
     moves: &[(TraceQuery, bspq::trace::TraceResult)],
 ) {
     let queries: Vec<TraceQuery> = moves.iter().map(|(q, _)| q.clone()).collect();
-    let options = BatchOptions {
-        threads: 1,
-        packets: true,
-        ..BatchOptions::default()
-    };
-    let got = trace_queries(world, &queries, &options);
+    let got = trace_queries(world, &queries, &BatchOptions::single_thread());
     for (i, ((q, want), r)) in moves.iter().zip(&got).enumerate() {
         assert_eq!(
             result_bits(r),
             result_bits(want),
-            "{map}: move {i} in a packet {q:?}"
+            "{map}: move {i} in a batch {q:?}"
         );
     }
 }
@@ -546,7 +536,7 @@ fn moves_near_patches_and_shape_grazes_match_the_reference_walk() {
             moves.push((q, want));
         }
         assert!(hits > count / 4, "{map}: only {hits} moves hit");
-        assert_packets_answer_as_alone(map, &world, &moves);
+        assert_batch_answers_as_alone(map, &world, &moves);
     }
 }
 

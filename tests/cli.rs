@@ -264,7 +264,6 @@ fn bench_reports_every_engine_side_by_side() {
         "bspq_qps",
         "parry_qps",
         "bspq_batch_qps",
-        "bspq_packets_qps",
         "bspq_anyhit_qps",
         "bspq_anyhit_batch_qps",
         "bspq_threads_qps",

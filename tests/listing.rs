@@ -110,11 +110,6 @@ fn assert_as_walk(world: &World, queries: &[TraceQuery], what: &str) {
     let walk = world.reference();
     let mut scratch = Scratch::new();
     let batch = trace_queries(world, queries, &BatchOptions::single_thread());
-    let packets = BatchOptions {
-        packets: true,
-        ..BatchOptions::single_thread()
-    };
-    let in_packets = trace_queries(world, queries, &packets);
     for (i, q) in queries.iter().enumerate() {
         let expected = trace(&walk, q, &mut scratch);
         let got = trace(world, q, &mut scratch);
@@ -127,11 +122,6 @@ fn assert_as_walk(world: &World, queries: &[TraceQuery], what: &str) {
             result_bits(&batch[i]),
             result_bits(&expected),
             "{what}: batch on {q:?}"
-        );
-        assert_eq!(
-            result_bits(&in_packets[i]),
-            result_bits(&expected),
-            "{what}: batch in packets on {q:?}"
         );
         assert_eq!(
             any_hit(world, q, &mut scratch),

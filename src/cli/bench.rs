@@ -1,7 +1,6 @@
 //! `bspq bench`: kernel throughput on a query file, side by side with parry3d
 //! on the same queries in the same process (SPEC §6).
 
-mod derive;
 mod hull;
 mod parry;
 mod shapes;
@@ -72,11 +71,6 @@ pub struct BenchArgs {
     /// as hull traces, side by side with the box sweep (repeatable).
     #[arg(long = "hull")]
     hulls: Vec<String>,
-    /// Replace the file's traces by a coherent workload made from them
-    /// (as many queries): `fans`, 16 view rays from each start; `ticks`,
-    /// a player's move, ground check, step up and stepped move per query.
-    #[arg(long, value_enum)]
-    derive: Option<derive::Derive>,
 }
 
 /// Mean and 99th percentile of one walk counter over the traces.
@@ -235,7 +229,6 @@ fn measure_threads(
         let options = BatchOptions {
             threads,
             min_per_thread: 1,
-            ..BatchOptions::default()
         };
         let t = Instant::now();
         for _ in 0..passes {
@@ -374,9 +367,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    if let Some(kind) = args.derive {
-        traces = derive::derive(kind, &traces);
-    }
     if traces.is_empty() && points.is_empty() {
         bail!("{} holds no valid query", args.queries.display());
     }
@@ -414,16 +404,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let bspq_batch = measure(traces.len(), args.runs, min_run, || {
         for chunk in traces.chunks(args.batch) {
             black_box(trace_queries(&world, black_box(chunk), &single));
-        }
-    });
-    // The same batches walked in packets along the coherence order.
-    let in_packets = BatchOptions {
-        packets: true,
-        ..single
-    };
-    let bspq_packets = measure(traces.len(), args.runs, min_run, || {
-        for chunk in traces.chunks(args.batch) {
-            black_box(trace_queries(&world, black_box(chunk), &in_packets));
         }
     });
     // The share of queries the batch's first pass answers without a search.
@@ -552,7 +532,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             stats_line(&format!("batch {}", args.batch), &bspq_batch),
             100.0 * sifted_share
         ));
-        report.push(stats_line("packets", &bspq_packets));
         report.push(stats_line("any-hit", &bspq_anyhit));
         report.push(stats_line("any batch", &bspq_anyhit_batch));
     }
@@ -684,14 +663,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         });
         let mut out = out;
         if let Some(map) = out.as_object_mut() {
-            map.insert(
-                "bspq_packets_qps".into(),
-                has_traces.then_some(bspq_packets.wall.median).into(),
-            );
-            map.insert(
-                "bspq_packets".into(),
-                has_traces.then(|| stats_json(&bspq_packets)).into(),
-            );
             map.insert(
                 "bspq_four_wide_qps".into(),
                 bspq_four_wide.as_ref().map(|m| m.wall.median).into(),

@@ -161,14 +161,6 @@ fn compare(world: &World, label: &str, moves: &[TraceQuery]) -> bool {
             BatchOptions {
                 threads: 2,
                 min_per_thread: 64,
-                ..BatchOptions::single_thread()
-            },
-        ),
-        (
-            "batch in packets",
-            BatchOptions {
-                packets: true,
-                ..BatchOptions::single_thread()
             },
         ),
     ] {

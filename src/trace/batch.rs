@@ -3,19 +3,11 @@
 //! path ([`super::trace`], [`super::any_hit`]) gives for the same query: the
 //! kernel keeps no state between queries, so order, batch size and thread
 //! count cannot change a bit of it.
-//!
-//! With [`BatchOptions::packets`], the rays and boxes are ordered by the
-//! coherence pass (a Morton curve through their starts) and walked in
-//! packets ([`super::packet`]); otherwise, and for shapes, each query goes
-//! through the single-query path.
 
-use super::coherence::morton_order;
-use super::packet::PACKET;
 use super::sieve::{missed, Moves, Sieve};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::Vec3;
 use crate::world::World;
-use rayon::prelude::*;
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -119,11 +111,6 @@ pub struct BatchOptions {
     /// A thread gets at least this many queries: smaller batches stay on
     /// the calling thread, where a thread start would cost more than it saves.
     pub min_per_thread: usize,
-    /// Walk the rays and boxes in packets along the coherence order (else
-    /// one query at a time, in batch order). The answers are the same; on
-    /// the benchmark files packets are slower (see the README), so they
-    /// are off by default.
-    pub packets: bool,
 }
 
 impl Default for BatchOptions {
@@ -131,7 +118,6 @@ impl Default for BatchOptions {
         Self {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             min_per_thread: 256,
-            packets: false,
         }
     }
 }
@@ -225,20 +211,16 @@ pub fn trace_batch(
     out: &mut BatchResults,
 ) -> Result<(), BatchError> {
     batch.check()?;
-    let results = if options.packets {
-        batch_in_packets(world, batch, options, false)
-    } else {
-        // The trace inlined here: a query built for a call, then read
-        // back in lanes, stalled on its own stores.
-        let sieve = Sieve::new(world);
-        run_sifted(
-            batch.len(),
-            options,
-            |group| batch.touch_nothing(&sieve, group),
-            |i| missed(&batch.query(i)),
-            |i, scratch| super::trace_probed::<_, false>(world, &batch.query(i), scratch, &mut ()),
-        )
-    };
+    // The trace inlined here: a query built for a call, then read back in
+    // lanes, stalled on its own stores.
+    let sieve = Sieve::new(world);
+    let results = run_sifted(
+        batch.len(),
+        options,
+        |group| batch.touch_nothing(&sieve, group),
+        |i| missed(&batch.query(i)),
+        |i, scratch| super::trace_probed::<_, false>(world, &batch.query(i), scratch, &mut ()),
+    );
     out.clear();
     for r in &results {
         out.push(r);
@@ -255,81 +237,15 @@ pub fn any_hit_batch(
     out: &mut Vec<bool>,
 ) -> Result<(), BatchError> {
     batch.check()?;
-    *out = if options.packets {
-        batch_in_packets(world, batch, options, true)
-            .iter()
-            .map(|r| r.fraction < 1.0)
-            .collect()
-    } else {
-        let sieve = Sieve::new(world);
-        run_sifted(
-            batch.len(),
-            options,
-            |group| batch.touch_nothing(&sieve, group),
-            |_| false,
-            |i, scratch| {
-                super::any_hit_probed::<_, false>(world, &batch.query(i), scratch, &mut ())
-            },
-        )
-    };
+    let sieve = Sieve::new(world);
+    *out = run_sifted(
+        batch.len(),
+        options,
+        |group| batch.touch_nothing(&sieve, group),
+        |_| false,
+        |i, scratch| super::any_hit_probed::<_, false>(world, &batch.query(i), scratch, &mut ()),
+    );
     Ok(())
-}
-
-/// The answers to the queries (in query order), walked in packets of
-/// neighbours along the coherence order of their `starts`: `packet` traces
-/// the queries of the given indices (at most [`PACKET`]) and hands each
-/// answer to its `emit` with the query's position among them.
-fn in_packets<F>(starts: &[Vec3], options: &BatchOptions, packet: F) -> Vec<TraceResult>
-where
-    F: Fn(&[u32], &mut Scratch, &mut dyn FnMut(usize, TraceResult)) + Sync,
-{
-    let order = morton_order(starts);
-    let mut results = vec![TraceResult::default(); order.len()];
-    let threads = options.threads_for(order.len());
-    if threads <= 1 {
-        with_scratch(|scratch| {
-            for members in order.chunks(PACKET) {
-                packet(members, scratch, &mut |k, r| {
-                    results[members[k] as usize] = r
-                });
-            }
-        });
-        return results;
-    }
-    // Several threads: each answers a run of the order, in order; then the
-    // answers go to their queries.
-    let chunk = order.len().div_ceil(threads).next_multiple_of(PACKET);
-    let mut along = vec![TraceResult::default(); order.len()];
-    along
-        .par_chunks_mut(chunk)
-        .zip(order.par_chunks(chunk))
-        .for_each(|(answers, members)| {
-            with_scratch(|scratch| {
-                for (answers, members) in answers.chunks_mut(PACKET).zip(members.chunks(PACKET)) {
-                    packet(members, scratch, &mut |k, r| answers[k] = r);
-                }
-            })
-        });
-    for (&i, r) in order.iter().zip(along) {
-        results[i as usize] = r;
-    }
-    results
-}
-
-/// [`in_packets`] over a structure-of-arrays batch.
-fn batch_in_packets(
-    world: &World,
-    batch: &TraceBatch,
-    options: &BatchOptions,
-    any_hit: bool,
-) -> Vec<TraceResult> {
-    in_packets(batch.starts, options, |members, scratch, emit| {
-        // (No allocation: a short packet repeats its last member, unused.)
-        let queries: [TraceQuery; PACKET] =
-            std::array::from_fn(|k| batch.query(members[k.min(members.len() - 1)] as usize));
-        let refs: [&TraceQuery; PACKET] = std::array::from_fn(|k| &queries[k]);
-        super::trace_packet(world, &refs[..members.len()], any_hit, scratch, emit)
-    })
 }
 
 /// Traces a list of queries with any shapes and masks, in order.
@@ -338,25 +254,14 @@ pub fn trace_queries(
     queries: &[TraceQuery],
     options: &BatchOptions,
 ) -> Vec<TraceResult> {
-    if options.packets {
-        let starts: Vec<Vec3> = queries.iter().map(|q| q.start).collect();
-        in_packets(&starts, options, |members, scratch, emit| {
-            let refs: [&TraceQuery; PACKET] =
-                std::array::from_fn(|k| &queries[members[k.min(members.len() - 1)] as usize]);
-            super::trace_packet(world, &refs[..members.len()], false, scratch, emit)
-        })
-    } else {
-        let sieve = Sieve::new(world);
-        run_sifted(
-            queries.len(),
-            options,
-            |[a, b, c, d]| {
-                sieve.touch_nothing([&queries[a], &queries[b], &queries[c], &queries[d]])
-            },
-            |i| missed(&queries[i]),
-            |i, scratch| super::trace_probed::<_, false>(world, &queries[i], scratch, &mut ()),
-        )
-    }
+    let sieve = Sieve::new(world);
+    run_sifted(
+        queries.len(),
+        options,
+        |[a, b, c, d]| sieve.touch_nothing([&queries[a], &queries[b], &queries[c], &queries[d]]),
+        |i| missed(&queries[i]),
+        |i, scratch| super::trace_probed::<_, false>(world, &queries[i], scratch, &mut ()),
+    )
 }
 
 /// Any-hit for a list of queries with any shapes and masks, in order:

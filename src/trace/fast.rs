@@ -519,37 +519,10 @@ fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
     Ok(())
 }
 
-/// Searches one tree from entry `from` (the root, 0, or a subtree a packet
-/// handed over); `to_the_end`: to the end of the move, not only to the end
-/// of the nearest contact's window. `cores`: the nodes' solid cores (or
-/// none), where an any-hit search may stop.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub(super) fn walk<C: Clipper, P: Probe>(
-    world: &World,
-    bvh: &Bvh,
-    nodes: &[BvhNode],
-    cores: &[CoreLanes],
-    from: u32,
-    to_the_end: bool,
-    ray: &Ray,
-    clipper: &C,
-    search: &mut Search,
-    stack: &mut [Entry],
-    probe: &mut P,
-) -> Result<(), Stop> {
-    if clipper.any_hit() {
-        walk_tree::<C, P, true>(
-            world, bvh, nodes, cores, from, to_the_end, ray, clipper, search, stack, probe,
-        )
-    } else {
-        walk_tree::<C, P, false>(
-            world, bvh, nodes, cores, from, to_the_end, ray, clipper, search, stack, probe,
-        )
-    }
-}
-
-/// [`walk`] for a full trace or (`ANY_HIT`) an any-hit search.
+/// Searches one tree from entry `from` (the root, 0); `to_the_end`: to
+/// the end of the move, not only to the end of the nearest contact's
+/// window. `cores`: the nodes' solid cores (or none), where an any-hit
+/// search may stop.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn walk_tree<C: Clipper, P: Probe, const ANY_HIT: bool>(
@@ -819,32 +792,6 @@ fn sort4_descending([a, b, c, d]: [Entry; 4]) -> [Entry; 4] {
     let (b, d) = (b.max(d), b.min(d));
     let (b, c) = (b.max(c), b.min(c));
     [a, b, c, d]
-}
-
-/// Orders up to four stack entries by entry fraction (`key`), farthest first.
-#[inline(always)]
-pub(super) fn sort_farthest_first<T>(entries: &mut [T], key: impl Fn(&T) -> f32) {
-    let swap_if = |e: &mut [T], i: usize, j: usize| {
-        if key(&e[i]) < key(&e[j]) {
-            e.swap(i, j);
-        }
-    };
-    match entries.len() {
-        0 | 1 => {}
-        2 => swap_if(entries, 0, 1),
-        3 => {
-            swap_if(entries, 0, 1);
-            swap_if(entries, 1, 2);
-            swap_if(entries, 0, 1);
-        }
-        _ => {
-            swap_if(entries, 0, 1);
-            swap_if(entries, 2, 3);
-            swap_if(entries, 0, 2);
-            swap_if(entries, 1, 3);
-            swap_if(entries, 1, 2);
-        }
-    }
 }
 
 /// A bitmask of the lanes whose contents meet `mask`.

@@ -13,12 +13,10 @@
 
 mod batch;
 mod brush;
-mod coherence;
 mod contents;
 pub mod exact;
 mod fast;
 pub mod onion;
-mod packet;
 pub(crate) mod patch;
 pub mod shape;
 pub mod sieve;
@@ -197,57 +195,6 @@ fn settle<P: tree::Probe>(
     scratch.begin(world);
     tree::trace_tree(world, work, scratch, probe);
     None
-}
-
-/// Traces up to [`packet::PACKET`] queries, the rays and boxes among them
-/// walked through the hierarchy together, and hands `emit` each answer with
-/// its index in `queries`: answer `i` is [`trace`] of `queries[i]` alone
-/// (with `any_hit`, [`any_hit`]'s answer as a fraction: 0 for a hit, else 1).
-pub(crate) fn trace_packet(
-    world: &World,
-    queries: &[&TraceQuery],
-    any_hit: bool,
-    scratch: &mut Scratch,
-    mut emit: impl FnMut(usize, TraceResult),
-) {
-    let queries = &queries[..queries.len().min(packet::PACKET)];
-    // Shapes and position tests go alone, and so does everything when the
-    // world has no hierarchy; the rays and boxes moving go in one packet.
-    let mut works = std::mem::take(&mut scratch.packet_works);
-    works.clear();
-    let mut moving = [0usize; packet::PACKET];
-    let packs = world.kernel.matches(world);
-    for (i, &q) in queries.iter().enumerate() {
-        let mut work = TraceWork::new(q);
-        work.stop_at_any_hit = any_hit;
-        // (A ray that may start on a facet's border plane goes alone: see
-        // `world::border_starts`.)
-        let alone = work.is_point && world.kernel.border_starts.may_hold(work.start);
-        if packs && q.shape.is_none() && !work.is_position_test() && !alone {
-            moving[works.len()] = i;
-            works.push(work);
-        } else if any_hit {
-            let mut result = TraceResult::default();
-            if self::any_hit(world, q, scratch) {
-                result.fraction = 0.0;
-            }
-            emit(i, result);
-        } else {
-            emit(i, trace(world, q, scratch));
-        }
-    }
-    if !works.is_empty() {
-        let outcomes = packet::search_packet(world, &world.kernel.bvh, &works, scratch);
-        for (k, (mut work, outcome)) in works.drain(..).zip(outcomes).enumerate() {
-            let q = queries[moving[k]];
-            let result = match settle(world, &mut work, q, outcome, scratch, &mut ()) {
-                Some(found) => found.result(q),
-                None => work.finish(q),
-            };
-            emit(moving[k], result);
-        }
-    }
-    scratch.packet_works = works;
 }
 
 /// One brush's contact with a trace, for diagnostics.

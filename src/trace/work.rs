@@ -196,10 +196,6 @@ pub struct Scratch {
     pub(crate) segment_stack: Vec<super::tree::Segment>,
     /// The fast trace's stack, as long as the deepest search needs.
     pub(crate) bvh_stack: Vec<super::fast::Entry>,
-    /// The packet search's stack, likewise.
-    pub(crate) packet_stack: Vec<super::packet::PacketEntry>,
-    /// A packet's members' set-up (kept to spare an allocation per packet).
-    pub(crate) packet_works: Vec<TraceWork>,
     pub(crate) hull_segments: Vec<super::onion::Segment>,
     pub(crate) shape_stack: Vec<super::sweep::Segment>,
     /// A batch piece's queries whose answers its first pass knows, and
