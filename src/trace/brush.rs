@@ -21,49 +21,6 @@ pub(crate) enum BrushClip {
     Enter { frac: f32, side: usize },
 }
 
-/// Clips the trace against `brush`, updating the result when it is hit
-/// strictly nearer than anything found before (the reference keeps the first
-/// of two equal contacts in its traversal order).
-#[inline]
-pub(crate) fn trace_through_brush(world: &World, index: usize, w: &mut TraceWork) {
-    let brush = &world.brushes[index];
-    match clip_brush(world, index, w) {
-        BrushClip::Miss => {}
-        BrushClip::Inside { gets_out } => {
-            // The start is inside: no contact is reported, only solidity.
-            w.result.startsolid = true;
-            if !gets_out {
-                w.result.allsolid = true;
-                w.result.fraction = 0.0;
-                w.result.contents = brush.contents;
-            }
-        }
-        BrushClip::Enter { frac, side } => {
-            if frac < w.result.fraction {
-                record_contact(world, brush, side, frac, w);
-            }
-        }
-    }
-}
-
-/// Makes side `side` of `brush`, entered at `frac`, the trace's contact.
-#[inline]
-pub(crate) fn record_contact(
-    world: &World,
-    brush: &Brush,
-    side: usize,
-    frac: f32,
-    w: &mut TraceWork,
-) {
-    let side = &world.brush_sides[brush.first_side as usize + side];
-    let plane = &world.planes[side.plane as usize];
-    w.result.fraction = frac.max(0.0);
-    w.result.normal = plane.normal();
-    w.result.dist = plane.dist;
-    w.result.surface_flags = side.surface_flags;
-    w.result.contents = brush.contents;
-}
-
 /// Clips the trace's move against brush `index` on its own (nothing found
 /// before is read).
 #[inline]
@@ -79,50 +36,14 @@ pub(crate) fn clip_brush(world: &World, index: usize, w: &TraceWork) -> BrushCli
             return clip_axial(axial, w);
         }
     }
-    // The kernel's copy of the side planes, in lanes, when the world has
-    // one, else the file's sides and planes: the same numbers.
-    if let Some(&first) = kernel.brush_lanes.get(index) {
-        let lanes = &kernel.side_lanes[first as usize..][..count.div_ceil(4)];
-        if w.is_point {
-            clip_lanes::<true>(lanes, w)
-        } else {
-            clip_lanes::<false>(lanes, w)
-        }
+    // The kernel's copy of the side planes, in lanes.
+    let first = kernel.brush_lanes[index] as usize;
+    let lanes = &kernel.side_lanes[first..][..count.div_ceil(4)];
+    if w.is_point {
+        clip_lanes::<true>(lanes, w)
     } else {
-        let first = brush.first_side as usize;
-        let sides = &world.brush_sides[first..first + count];
-        let plane = |k: usize| {
-            let p = &world.planes[sides[k].plane as usize];
-            Vec4::new(p.normal[0], p.normal[1], p.normal[2], p.dist)
-        };
-        if w.is_point {
-            clip::<true>(count, w, plane)
-        } else {
-            clip::<false>(count, w, plane)
-        }
+        clip_lanes::<false>(lanes, w)
     }
-}
-
-/// The clip itself over `count` sides, reading side `k`'s plane (normal,
-/// dist) from `plane`. `RAY`: the box is a point, so the planes are not
-/// shifted (shifting by a zero offset changes at most the sign of a zero
-/// distance, which no test below can see).
-#[inline(always)]
-fn clip<const RAY: bool>(count: usize, w: &TraceWork, plane: impl Fn(usize) -> Vec4) -> BrushClip {
-    let (lower, upper) = (w.lower, w.extents);
-    let planes = (0..count).map(|k| {
-        let p = plane(k);
-        let normal = Vec3A::from_vec4(p);
-        // Shift the plane out by the box's support distance along its normal:
-        // the corner furthest along the negative normal.
-        let dist = if RAY {
-            p.w
-        } else {
-            p.w - Vec3A::select(normal.cmplt(Vec3A::ZERO), upper, lower).dot(normal)
-        };
-        (normal, dist)
-    });
-    clip_planes(w.start, w.end, planes)
 }
 
 /// [`clip_lanes`] for an axial box brush: the same numbers, bit for bit.
@@ -187,9 +108,9 @@ fn clip_axial(brush: &AxialBrush, w: &TraceWork) -> BrushClip {
 }
 
 /// Where a move whose distance to a plane goes from `d1` by `denom` (start
-/// minus end) comes within `epsilon` of it (±1/8: entering or leaving), in
-/// f64 as [`Crossings::cross`] computes it (`x - e` is `x + -e` in IEEE
-/// arithmetic, and ±1/8 widens exactly).
+/// minus end) comes within `epsilon` of it (±1/8: entering or leaving),
+/// computed in f64 as the reference computes it (`x - e` is `x + -e` in
+/// IEEE arithmetic, and ±1/8 widens exactly).
 #[inline(always)]
 fn epsilon_fraction(d1: f32, epsilon: f32, denom: f32) -> f32 {
     ((d1 as f64 + epsilon as f64) / denom as f64) as f32
@@ -222,56 +143,11 @@ impl Crossings {
         }
     }
 
-    /// Side `side`, with distances `d1` at the start and `d2` at the end of
-    /// the move: false when the move cannot touch the brush.
-    #[inline(always)]
-    fn meet(&mut self, side: usize, d1: f32, d2: f32) -> bool {
-        if d2 > 0.0 {
-            self.gets_out = true;
-        }
-        if d1 > 0.0 {
-            self.starts_out = true;
-        }
-        // Completely in front of this face (or ending at most 1/8 unit inside
-        // its "touch" zone while moving away): the brush cannot be hit.
-        if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
-            return false;
-        }
-        if d1 <= 0.0 && d2 <= 0.0 {
-            return true;
-        }
-        self.cross(side, d1, d2);
-        true
-    }
-
-    /// Side `side`, which the move crosses (distances `d1` at the start and
-    /// `d2` at the end, not both behind it): entering it when `d1 > d2`.
-    #[inline(always)]
-    fn cross(&mut self, side: usize, d1: f32, d2: f32) {
-        let denom = (d1 - d2) as f64;
-        if d1 > d2 {
-            let mut f = ((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32;
-            if f < 0.0 {
-                f = 0.0;
-            }
-            if f > self.enter_frac {
-                self.enter_frac = f;
-                self.clip = side as u32;
-            }
-        } else {
-            let mut f = ((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32;
-            if f > 1.0 {
-                f = 1.0;
-            }
-            if f < self.leave_frac {
-                self.leave_frac = f;
-            }
-        }
-    }
-
-    /// [`Crossings::meet`] for the sides `first..first + 4` in lanes, with
-    /// distances `d1` at the start and `d2` at the end of the move: false
-    /// when the move cannot touch the brush.
+    /// Sides `first..first + 4` in lanes, with distances `d1` at the start
+    /// and `d2` at the end of the move: false when the move cannot touch the
+    /// brush. A side the move starts in front of (or ends at most 1/8 unit
+    /// inside its "touch" zone while moving away from) rules the brush out;
+    /// one it crosses is entered (`d1 > d2`) or left.
     #[inline(always)]
     pub(super) fn meet_lanes(&mut self, first: usize, d1: Vec4, d2: Vec4) -> bool {
         // (d as f64 >= SURFACE_CLIP_EPSILON) == (d >= SURFACE_CLIP_EPSILON as f32):
@@ -292,12 +168,15 @@ impl Crossings {
         true
     }
 
-    /// [`Crossings::cross`] for the sides `first..first + 4` in lanes, those
-    /// in `crossing` crossed: the same numbers, bit for bit, without a
-    /// branch per side (which side enters or leaves, and whether it beats
-    /// the ones before, is a coin toss to a branch predictor: two
-    /// mispredictions a brush, a third of a ray's). The lane masks stay
-    /// vectors: turning bitmasks back into lanes cost a fifth of a clip.
+    /// The sides `first..first + 4` in lanes, those in `crossing` crossed:
+    /// a side is entered where `d1 > d2`, 1/8 unit before the plane
+    /// (clamped at 0; the latest entry wins, the first in side order among
+    /// equal ones), and left 1/8 unit past it (clamped at 1; the earliest
+    /// exit wins). Without a branch per side (which side enters or leaves,
+    /// and whether it beats the ones before, is a coin toss to a branch
+    /// predictor: two mispredictions a brush, a third of a ray's). The lane
+    /// masks stay vectors: turning bitmasks back into lanes cost a fifth of
+    /// a clip.
     #[inline(always)]
     fn cross_lanes(&mut self, first: usize, d1: Vec4, d2: Vec4, crossing: BVec4A) {
         let enters = d1.cmpgt(d2);
@@ -367,12 +246,13 @@ impl Crossings {
     }
 }
 
-/// [`clip`] four sides at a time: the plane shift, both distances and the
-/// tests that need no division are computed in SIMD lanes with the same
-/// operations, in the same order, per lane (so every number is the scalar
-/// loop's, bit for bit), and so are the crossings of the records with any
-/// side crossed ([`Crossings::cross_lanes`]). The scalar loop branched on
-/// every side, and a brush clip cost about 7 mispredicted branches.
+/// The box's (`RAY`: the point's) clip against a brush's sides, four at a
+/// time: each plane is pushed out by the box's support distance along its
+/// normal (the corner furthest along the negative normal), and the plane
+/// shift, both distances and the crossings are computed per lane with the
+/// f32 and f64 operations the reference performs per side, in its order. (A
+/// loop over the sides branched on every side: about 7 mispredicted
+/// branches a clip.)
 #[inline(always)]
 fn clip_lanes<const RAY: bool>(lanes: &[SideLanes], w: &TraceWork) -> BrushClip {
     let lower = splat_axes(w.lower);
@@ -418,23 +298,6 @@ pub(crate) fn clip_pushed(
     } else {
         BrushClip::Miss
     }
-}
-
-/// The clip over planes given one at a time (normal, shifted distance):
-/// the box clip's scalar path, and [`clip_pushed`]'s for worlds without
-/// the kernel's lanes.
-pub(crate) fn clip_planes(
-    start: Vec3A,
-    end: Vec3A,
-    planes: impl Iterator<Item = (Vec3A, f32)>,
-) -> BrushClip {
-    let mut clip = Crossings::new();
-    for (k, (normal, dist)) in planes.enumerate() {
-        if !clip.meet(k, start.dot(normal) - dist, end.dot(normal) - dist) {
-            return BrushClip::Miss;
-        }
-    }
-    clip.finish()
 }
 
 /// `v · n` per lane, summed as `Vec3A::dot` does: `(x + y) + z`.
@@ -489,7 +352,7 @@ pub(crate) fn box_in_brush(world: &World, brush: &Brush, w: &TraceWork) -> bool 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::math::{Vec3, XorShift};
     use crate::trace::shape::{Capsule, Cylinder, Sphere, Support};
@@ -513,6 +376,57 @@ mod tests {
                 v
             }
         }
+    }
+
+    /// The reference's clip, plane by plane, over planes already pushed out
+    /// for the moving shape: the independent expectation the lane clips
+    /// are held to.
+    pub(crate) fn reference_clip(
+        start: Vec3A,
+        end: Vec3A,
+        planes: impl Iterator<Item = (Vec3A, f32)>,
+    ) -> BrushClip {
+        let eps = SURFACE_CLIP_EPSILON;
+        let (mut enter, mut leave, mut clip) = (-1.0f32, 1.0f32, None);
+        let (mut starts_out, mut gets_out) = (false, false);
+        for (k, (n, dist)) in planes.enumerate() {
+            let (d1, d2) = (start.dot(n) - dist, end.dot(n) - dist);
+            gets_out |= d2 > 0.0;
+            starts_out |= d1 > 0.0;
+            if d1 > 0.0 && (d2 as f64 >= eps || d2 >= d1) {
+                return BrushClip::Miss;
+            }
+            if d1 <= 0.0 && d2 <= 0.0 {
+                continue;
+            }
+            let denom = (d1 - d2) as f64;
+            if d1 > d2 {
+                let f = ((d1 as f64 - eps) / denom) as f32;
+                let f = if f < 0.0 { 0.0 } else { f };
+                if f > enter {
+                    (enter, clip) = (f, Some(k));
+                }
+            } else {
+                let f = ((d1 as f64 + eps) / denom) as f32;
+                leave = leave.min(if f > 1.0 { 1.0 } else { f });
+            }
+        }
+        match clip {
+            _ if !starts_out => BrushClip::Inside { gets_out },
+            Some(side) if enter < leave && enter > -1.0 => BrushClip::Enter { frac: enter, side },
+            _ => BrushClip::Miss,
+        }
+    }
+
+    /// [`reference_clip`] of a box (or ray) against `planes`, each pushed
+    /// out by the box's corner furthest along its negative normal.
+    fn reference_box_clip(planes: &[Vec4], w: &TraceWork) -> BrushClip {
+        let pushed = planes.iter().map(|p| {
+            let n = Vec3A::from_vec4(*p);
+            let corner = Vec3A::select(n.cmplt(Vec3A::ZERO), w.extents, w.lower);
+            (n, if w.is_point { p.w } else { p.w - corner.dot(n) })
+        });
+        reference_clip(w.start, w.end, pushed)
     }
 
     /// The planes four to a record, as the kernel stores a brush's sides.
@@ -586,28 +500,23 @@ mod tests {
         (planes, start, end, half)
     }
 
-    /// The lane clip answers as the scalar loop does, bit for bit, for rays
-    /// and boxes grazing, crossing, starting inside and missing brushes of
-    /// 1 to 13 sides (every remainder of four).
+    /// The lane clip answers as the reference's plane loop does, bit for
+    /// bit, for rays and boxes grazing, crossing, starting inside and
+    /// missing brushes of 1 to 13 sides (every remainder of four).
     #[test]
-    fn lane_clip_equals_the_scalar_clip() {
+    fn lane_clip_equals_the_reference_clip() {
         let mut rng = Rng(XorShift(0x9e37_79b9_7f4a_7c15));
         let mut kinds = [0usize; 4];
         for case in 0..40_000 {
             let (planes, start, end, half) = random_case(&mut rng, case);
             let w = TraceWork::new(&TraceQuery::boxed(start, end, -half, half, 1));
             let side_lanes = records(&planes);
-            let (lanes, scalar) = if w.is_point {
-                (
-                    clip_lanes::<true>(&side_lanes, &w),
-                    clip::<true>(planes.len(), &w, |k| planes[k]),
-                )
+            let lanes = if w.is_point {
+                clip_lanes::<true>(&side_lanes, &w)
             } else {
-                (
-                    clip_lanes::<false>(&side_lanes, &w),
-                    clip::<false>(planes.len(), &w, |k| planes[k]),
-                )
+                clip_lanes::<false>(&side_lanes, &w)
             };
+            let scalar = reference_box_clip(&planes, &w);
             assert_eq!(
                 bits(lanes),
                 bits(scalar),
@@ -669,13 +578,13 @@ mod tests {
         (start, end)
     }
 
-    /// The axial box clip answers as the scalar loop over the brush's six
+    /// The axial box clip answers as the reference's loop over the brush's six
     /// sides does, bit for bit (fraction, side, inside and getting out), for
     /// rays, symmetric and lopsided boxes crossing, grazing, sliding along
     /// faces, starting inside, missing, and entering two sides at once
     /// (where the first in the brush's order must win), whatever that order.
     #[test]
-    fn axial_clip_equals_the_scalar_clip() {
+    fn axial_clip_equals_the_reference_clip() {
         let mut rng = Rng(XorShift(0x51_7cc1_b727_220a));
         let mut kinds = [0usize; 3];
         let mut ties = 0;
@@ -705,7 +614,7 @@ mod tests {
                     let q = TraceQuery::boxed(start, end, -half, half, 1);
                     let w = TraceWork::new(&q);
                     let planes: Vec<Vec4> = sides.iter().map(|&p| Vec4::from_array(p)).collect();
-                    let scalar = clip::<false>(6, &w, |k| planes[k]);
+                    let scalar = reference_box_clip(&planes, &w);
                     assert_eq!(bits(clip_axial(&axial, &w)), bits(scalar), "tie {case}");
                     ties += matches!(scalar, BrushClip::Enter { .. }) as usize;
                     continue;
@@ -722,11 +631,7 @@ mod tests {
             };
             let w = TraceWork::new(&TraceQuery::boxed(start, end, mins, maxs, 1));
             let planes: Vec<Vec4> = sides.iter().map(|&p| Vec4::from_array(p)).collect();
-            let scalar = if w.is_point {
-                clip::<true>(6, &w, |k| planes[k])
-            } else {
-                clip::<false>(6, &w, |k| planes[k])
-            };
+            let scalar = reference_box_clip(&planes, &w);
             assert_eq!(
                 bits(clip_axial(&axial, &w)),
                 bits(scalar),
@@ -767,8 +672,8 @@ mod tests {
     }
 
     /// A shape's clip two ways: its first `sides` planes as sides and the
-    /// rest as bevels, in lanes ([`clip_pushed`]), and the scalar loop over
-    /// all of them ([`clip_planes`]), each pushed out by the shape's shift.
+    /// rest as bevels, in lanes ([`clip_pushed`]), and the reference's loop
+    /// over all of them, each pushed out by the shape's shift.
     fn shape_clips<S: Support>(
         shape: &S,
         planes: &[Vec4],
@@ -790,14 +695,14 @@ mod tests {
         let pushed = planes
             .iter()
             .map(|p| (Vec3A::from(normal(p)), p.w + shape.shift(normal(p))));
-        (lanes, clip_planes(start.into(), end.into(), pushed))
+        (lanes, reference_clip(start.into(), end.into(), pushed))
     }
 
-    /// A shape's lane clip answers as the scalar loop over the same
+    /// A shape's lane clip answers as the reference's loop over the same
     /// pushed-out planes does, bit for bit: spheres, capsules and cylinders
     /// (whose shifts are computed in lanes), sides and bevels split anywhere.
     #[test]
-    fn shape_lane_clip_equals_the_scalar_clip() {
+    fn shape_lane_clip_equals_the_reference_clip() {
         let mut rng = Rng(XorShift(0x2545_f491_4f6c_dd1d));
         let mut kinds = [0usize; 3];
         for case in 0..30_000 {

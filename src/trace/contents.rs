@@ -1,6 +1,6 @@
 //! Point contents: the contents of the leaf cell holding the point.
 
-use super::tree::Lists;
+use super::walk::Lists;
 use crate::math::Vec3;
 use crate::world::{World, NODE_CLOSED_PLANE};
 

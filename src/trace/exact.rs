@@ -354,7 +354,7 @@ pub(crate) fn trace_exact(
     scratch: &mut Scratch,
 ) -> TraceResult {
     let (patch_result, mut candidates) =
-        with_support(q, shape, true, |sweep| sweep.candidates(world, scratch));
+        with_support(q, shape, |sweep| sweep.candidates(world, scratch));
     // In brush order, as the reference folds them: equal contacts and
     // all-solid brushes resolve the same way.
     candidates.sort_unstable();
@@ -445,7 +445,7 @@ mod tests {
             num_patches: 0,
         });
         w.leaf_brushes.push(0);
-        w
+        crate::trace::patch::tests::with_kernel(w)
     }
 
     #[test]

@@ -27,9 +27,9 @@
 //! fraction where the move enters that grown box, so subtrees entered past
 //! the current window's end hold nothing that could change the answer.
 
-use super::brush::{clip_brush, BrushClip};
-use super::patch::{facet_hit, patch_in_reach};
-use super::tree::Probe;
+use super::brush::{box_in_brush, clip_brush, BrushClip};
+use super::patch::{facet_hit, patch_in_reach, position_test_patch};
+use super::walk::{walk_move, BoxReach, Move, PointReach, Probe, Segment, Visitor};
 use super::work::{Scratch, TraceQuery, TraceResult, TraceWork};
 use crate::contents::CONTENTS_SOLID;
 use crate::math::{splat_axes, Vec3};
@@ -52,7 +52,7 @@ pub(crate) enum Outcome {
     /// As `Undecided`, for this one reason only: the nearest contacts, at
     /// this fraction (above 0), tie and report different planes, flags or
     /// contents, and the move starts inside nothing. The walk's answer is
-    /// then the first of them it meets ([`super::tree::first_tied_contact`]).
+    /// then the first of them it meets ([`super::walk::first_tied_contact`]).
     Tied(f32),
 }
 
@@ -66,6 +66,18 @@ pub(crate) struct Contact {
 }
 
 impl Contact {
+    /// A move's answer stopping at this contact at `frac` (no `endpos`).
+    pub fn at(&self, frac: f32) -> TraceResult {
+        TraceResult {
+            fraction: frac,
+            normal: self.normal,
+            dist: self.dist,
+            surface_flags: self.surface_flags,
+            contents: self.contents,
+            ..TraceResult::default()
+        }
+    }
+
     /// The same answer fields, bit for bit.
     #[inline(always)]
     fn same_report(&self, other: &Contact) -> bool {
@@ -120,6 +132,8 @@ pub(crate) trait Clipper {
     /// Start and end of the traced centre, and the half-size of the box
     /// around it that bounds the moving shape.
     fn segment(&self) -> (Vec3A, Vec3A, Vec3A);
+    /// Swept bounds: every position of the moving shape lies inside.
+    fn bounds(&self) -> [Vec3A; 2];
     fn mask(&self) -> u32;
     fn any_hit(&self) -> bool;
     /// Whether any-hit may stop where the move passes through a brush's
@@ -137,6 +151,20 @@ pub(crate) trait Clipper {
     /// The hit on facet `facet` of patch `patch`, if any; one that stops
     /// past `limit` may be left out (it cannot change the answer).
     fn facet(&self, world: &World, patch: usize, facet: usize, limit: f32) -> Option<FacetContact>;
+    /// Whether the shape at the move's start overlaps brush `b`, and
+    /// patch `p` (closed: touching counts).
+    fn holds_start_brush(&self, world: &World, b: usize) -> bool;
+    fn holds_start_patch(&self, world: &World, p: usize) -> bool;
+    /// Walks the move through the tree that decides the visit order (or,
+    /// not `ordered`, the compiled tree), with the shape's reach across
+    /// node planes, handing each leaf to `visitor`.
+    fn walk_leaves<V: Visitor>(
+        &self,
+        world: &World,
+        ordered: bool,
+        stack: &mut Vec<Segment>,
+        visitor: &mut V,
+    );
     /// Calls `offer` with each facet hit of patch `index` (a patch kept
     /// whole in the tree), in facet order.
     fn patch(
@@ -952,6 +980,39 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
 impl Clipper for TraceWork {
     fn segment(&self) -> (Vec3A, Vec3A, Vec3A) {
         (self.start, self.end, self.extents)
+    }
+
+    fn bounds(&self) -> [Vec3A; 2] {
+        self.bounds
+    }
+
+    fn holds_start_brush(&self, world: &World, b: usize) -> bool {
+        box_in_brush(world, &world.brushes[b], self)
+    }
+
+    fn holds_start_patch(&self, world: &World, p: usize) -> bool {
+        position_test_patch(world, &world.patches[p], self)
+    }
+
+    fn walk_leaves<V: Visitor>(
+        &self,
+        world: &World,
+        ordered: bool,
+        stack: &mut Vec<Segment>,
+        visitor: &mut V,
+    ) {
+        let m = Move {
+            start: self.start,
+            end: self.end,
+            bounds: self.bounds,
+            mask: self.mask,
+        };
+        // A ray's reach is a constant: its own copy of the descent.
+        if self.is_point {
+            walk_move(world, &m, &PointReach, ordered, stack, visitor);
+        } else {
+            walk_move(world, &m, &BoxReach(self.extents), ordered, stack, visitor);
+        }
     }
 
     fn mask(&self) -> u32 {

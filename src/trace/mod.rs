@@ -21,7 +21,7 @@ pub(crate) mod patch;
 pub mod shape;
 pub mod sieve;
 mod sweep;
-mod tree;
+mod walk;
 #[cfg(target_arch = "x86_64")]
 mod wide;
 mod work;
@@ -34,7 +34,7 @@ pub use contents::point_contents;
 pub use exact::reference_trace;
 pub use onion::{trace_hull, trace_hull_with_stats, HullError, HullQuery, HullStats};
 pub use shape::{ConvexHull, Shape};
-pub use tree::WalkStats;
+pub use walk::WalkStats;
 pub use work::{Scratch, TraceQuery, TraceResult};
 
 use crate::world::World;
@@ -76,7 +76,7 @@ pub fn any_hit_with_stats(
 /// [`trace`] with a probe; `SIFT`: a move is first asked of the
 /// occupancy grid (a batch, whose first pass asked already, passes false).
 #[inline(always)]
-pub(crate) fn trace_probed<P: tree::Probe, const SIFT: bool>(
+pub(crate) fn trace_probed<P: walk::Probe, const SIFT: bool>(
     world: &World,
     query: &TraceQuery,
     scratch: &mut Scratch,
@@ -96,7 +96,7 @@ pub(crate) fn trace_probed<P: tree::Probe, const SIFT: bool>(
         return sieve::missed(query);
     }
     let mut work = TraceWork::new(query);
-    match walk(world, &mut work, query, scratch, probe) {
+    match walk(world, &mut work, scratch, probe) {
         Some(found) => found.result(query),
         None => work.finish(query),
     }
@@ -104,7 +104,7 @@ pub(crate) fn trace_probed<P: tree::Probe, const SIFT: bool>(
 
 /// [`any_hit`] with a probe; `SIFT` as for [`trace_probed`].
 #[inline(always)]
-pub(crate) fn any_hit_probed<P: tree::Probe, const SIFT: bool>(
+pub(crate) fn any_hit_probed<P: walk::Probe, const SIFT: bool>(
     world: &World,
     query: &TraceQuery,
     scratch: &mut Scratch,
@@ -124,49 +124,53 @@ pub(crate) fn any_hit_probed<P: tree::Probe, const SIFT: bool>(
     }
     let mut work = TraceWork::new(query);
     work.stop_at_any_hit = true;
-    match walk(world, &mut work, query, scratch, probe) {
+    match walk(world, &mut work, scratch, probe) {
         Some(found) => found.fraction() < 1.0,
         None => work.result.fraction < 1.0,
     }
 }
 
-/// Answers a ray or box: moves with the fast trace when the world has the
-/// kernel's hierarchy, falling back to the BSP walk when the answer depends
-/// on the walk's order; position tests with the walk. The fast trace's
-/// answer is returned as found; the walk's is left in `work.result`.
+/// Answers a ray or box: moves with the fast trace, falling back to the
+/// BSP walk when the answer depends on the walk's order; position tests
+/// with the walk. The fast trace's answer is returned as found; the walk's
+/// is left in `work.result`.
 #[inline(always)]
-fn walk<P: tree::Probe>(
+fn walk<P: walk::Probe>(
     world: &World,
     work: &mut TraceWork,
-    query: &TraceQuery,
     scratch: &mut Scratch,
     probe: &mut P,
 ) -> Option<fast::Found> {
     if work.is_position_test() {
         scratch.begin(world);
-        tree::position_test(world, work, scratch, probe);
+        let mut inside = None;
+        walk::position_test(world, &*work, scratch, probe, |_, contents| {
+            inside = Some(contents);
+            true
+        });
+        if let Some(contents) = inside {
+            work.result.set_inside(contents);
+        }
         return None;
     }
-    if world.kernel.matches(world) {
-        let outcome = fast::search(world, &world.kernel.bvh, work, scratch, probe);
-        settle(world, work, query, outcome, scratch, probe)
-    } else {
+    if world.walk_only {
         scratch.begin(world);
-        tree::trace_tree(world, work, scratch, probe);
-        None
+        work.result = walk::trace_tree(world, &*work, scratch, probe);
+        return None;
     }
+    let outcome = fast::search(world, &world.kernel.bvh, work, scratch, probe);
+    settle(world, work, outcome, scratch, probe)
 }
 
 /// Makes the fast trace's `outcome` the move's answer: as found (returned:
 /// the result is built from it in one piece; filling `work.result` field by
 /// field and copying it out cost each query two stalled loads), a hit
 /// (any-hit), or, when the walk's order decides it, the BSP walk's answer
-/// from a fresh start (both left in `work.result`).
+/// (both left in `work.result`).
 #[inline(always)]
-fn settle<P: tree::Probe>(
+fn settle<P: walk::Probe>(
     world: &World,
     work: &mut TraceWork,
-    query: &TraceQuery,
     outcome: fast::Outcome,
     scratch: &mut Scratch,
     probe: &mut P,
@@ -180,8 +184,7 @@ fn settle<P: tree::Probe>(
         // (A ray's patch hit met after the first tied brush could still
         // replace it: rays on maps with patches take the whole walk.)
         fast::Outcome::Tied(frac) if !work.is_point || world.patches.is_empty() => {
-            scratch.begin(world);
-            if let Some(contact) = tree::first_tied_contact(world, work, scratch, frac) {
+            if let Some(contact) = walk::first_tied_contact(world, &*work, scratch, frac) {
                 probe.tie();
                 return Some(fast::Found::contact(frac, contact));
             }
@@ -189,11 +192,8 @@ fn settle<P: tree::Probe>(
         fast::Outcome::Tied(_) | fast::Outcome::Undecided => {}
     }
     probe.fallback();
-    let any_hit = work.stop_at_any_hit;
-    *work = TraceWork::new(query);
-    work.stop_at_any_hit = any_hit;
     scratch.begin(world);
-    tree::trace_tree(world, work, scratch, probe);
+    work.result = walk::trace_tree(world, &*work, scratch, probe);
     None
 }
 
@@ -208,27 +208,37 @@ pub struct BrushContact {
 /// Every brush in `query.mask` that the trace touches, each clipped on its
 /// own (brute force, no tree): the raw material of "why this answer".
 pub fn brush_contacts(world: &World, query: &TraceQuery) -> Vec<BrushContact> {
+    use fast::{Clipped, Clipper};
+    let work = TraceWork::new(query);
     let mut out = Vec::new();
     for (i, b) in world.brushes.iter().enumerate() {
         if b.contents & query.mask == 0 {
             continue;
         }
-        let mut work = TraceWork::new(query);
+        let mut result = TraceResult::default();
         if work.is_position_test() {
-            if brush::box_in_brush(world, b, &work) {
-                work.result.startsolid = true;
-                work.result.allsolid = true;
-                work.result.fraction = 0.0;
-                work.result.contents = b.contents;
+            if work.holds_start_brush(world, i) {
+                result.set_inside(b.contents);
             }
         } else {
-            brush::trace_through_brush(world, i, &mut work);
+            match work.brush(world, i) {
+                Clipped::Miss => {}
+                Clipped::Inside { gets_out } => {
+                    result.startsolid = true;
+                    if !gets_out {
+                        result.set_inside(b.contents);
+                    }
+                }
+                Clipped::Enter { frac, contact } => {
+                    result = fast::Found::contact(frac, contact).result(query);
+                }
+            }
         }
-        if work.result.fraction < 1.0 || work.result.startsolid {
+        if result.fraction < 1.0 || result.startsolid {
             out.push(BrushContact {
                 brush: i as u32,
                 source_index: b.source_index,
-                result: work.finish(query),
+                result: result.ended(query),
             });
         }
     }

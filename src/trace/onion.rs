@@ -2,7 +2,7 @@
 //! box size traced as a point.
 //!
 //! The box's centre walks the tree as a ray does (planes thickened only by
-//! [`HULL_WALK_SLACK`]); each leaf it reaches names, for the hull, the
+//! the walk's slack); each leaf it reaches names, for the hull, the
 //! brushes whose expanded obstacle holds the cell and the patches near it.
 //! Those are clipped by the box sweep's own routines (`trace::brush`,
 //! `trace::patch`) with the hull's box, so fractions, planes and flags are
@@ -20,16 +20,12 @@
 //! flags or contents, or the walk would have stopped, the query is answered
 //! by the box sweep itself (counted in [`HullStats::box_fallback`]).
 
-use super::brush::{box_in_brush, trace_through_brush};
-use super::patch::{position_test_patch, trace_through_patch};
+use super::fast::{Clipped, Clipper};
+use super::walk::{clip_patch, walk, with_stack, HullNodes, Move, PointReach, Segment, Visitor};
 use super::work::{Scratch, TraceQuery, TraceResult, TraceWork};
 use crate::math::Vec3;
-use crate::world::{OnionNode, World};
+use crate::world::{HullLeaf, World};
 use thiserror::Error;
-
-/// How far from a node plane the centre's path still visits both sides
-/// (units): well above the clip's 1/8-unit touch zone.
-pub const HULL_WALK_SLACK: f32 = 1.0;
 
 /// A trace of a registered onion hull.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,28 +114,33 @@ pub fn trace_hull_with_stats(
         stats.box_fallback = true;
         return (super::trace(world, &q.query, scratch), stats);
     }
-    let mut walk = Walk {
-        world,
-        hull: q.hull,
-        w: TraceWork::new(&q.query),
-        best: None,
-        ambiguous: false,
-        order_dependent: false,
-        startsolid: false,
-        inside: None,
-        stats: &mut stats,
-    };
     scratch.begin(world);
-    walk.run(scratch);
-    let Walk {
-        w,
-        best,
-        ambiguous,
-        order_dependent,
-        startsolid,
-        inside,
-        ..
-    } = walk;
+    let (w, best, ambiguous, order_dependent, startsolid, inside) =
+        with_stack(scratch, |stack, scratch| {
+            let mut walk = Walk {
+                world,
+                hull: q.hull,
+                w: TraceWork::new(&q.query),
+                scratch,
+                best: None,
+                ambiguous: false,
+                order_dependent: false,
+                startsolid: false,
+                inside: None,
+                stats: &mut stats,
+            };
+            walk.run(stack);
+            let Walk {
+                w,
+                best,
+                ambiguous,
+                order_dependent,
+                startsolid,
+                inside,
+                ..
+            } = walk;
+            (w, best, ambiguous, order_dependent, startsolid, inside)
+        });
     if ambiguous || order_dependent {
         stats.box_fallback = true;
         stats.tie = ambiguous && !order_dependent;
@@ -161,54 +162,11 @@ pub fn trace_hull_with_stats(
     (w.finish(&q.query), stats)
 }
 
-/// Where the walk reads nodes from: plane, children, and per child the
-/// contents below for the hull (all ones when unknown).
-trait NodeSource {
-    fn get(&self, index: i32) -> (Vec3, f32, [i32; 2], [u32; 2]);
-}
-
-/// The derived hull tree (plane inline, contents below per child).
-struct HullNodes<'a>(&'a [OnionNode]);
-
-impl NodeSource for HullNodes<'_> {
-    #[inline(always)]
-    fn get(&self, index: i32) -> (Vec3, f32, [i32; 2], [u32; 2]) {
-        let n = &self.0[index as usize];
-        (
-            Vec3::from_array(n.normal),
-            n.dist,
-            n.children,
-            n.contents_below,
-        )
-    }
-}
-
-/// The file's nodes and planes (a world loaded without its derived trees).
-struct FileNodes<'a, 'w>(&'a World<'w>);
-
-impl NodeSource for FileNodes<'_, '_> {
-    #[inline(always)]
-    fn get(&self, index: i32) -> (Vec3, f32, [i32; 2], [u32; 2]) {
-        let node = &self.0.nodes[index as usize];
-        let plane = &self.0.planes[node.plane as usize];
-        (plane.normal(), plane.dist, node.children, [u32::MAX; 2])
-    }
-}
-
-/// A segment of the centre's path still to walk.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Segment {
-    child: i32,
-    f1: f32,
-    f2: f32,
-    p1: Vec3,
-    p2: Vec3,
-}
-
 struct Walk<'a, 'w> {
     world: &'a World<'w>,
     hull: usize,
     w: TraceWork,
+    scratch: &'a mut Scratch,
     /// The nearest contact so far (first met among equals).
     best: Option<TraceResult>,
     /// Another contact as near as `best` reports something else.
@@ -228,166 +186,81 @@ impl Walk<'_, '_> {
         self.best.map_or(1.0, |b| b.fraction)
     }
 
-    fn run(&mut self, scratch: &mut Scratch) {
+    fn run(&mut self, stack: &mut Vec<Segment>) {
         let world = self.world;
-        let onion = world.onion;
-        if onion.matches(world) {
-            let tree = onion.tree(self.hull, world.nodes.len());
-            if let Some(root) = tree.first() {
-                if (root.contents_below[0] | root.contents_below[1]) & self.w.mask == 0 {
-                    // Nothing anywhere in the mask for this hull.
-                    return;
-                }
-            }
-            self.walk(scratch, &HullNodes(tree));
-        } else {
-            self.walk(scratch, &FileNodes(world));
-        }
-    }
-
-    fn walk<N: NodeSource>(&mut self, scratch: &mut Scratch, nodes: &N) {
-        let mut stack = std::mem::take(&mut scratch.hull_segments);
-        stack.clear();
-        stack.push(Segment {
-            child: self.world.root(),
-            f1: 0.0,
-            f2: 1.0,
-            p1: self.w.start.into(),
-            p2: self.w.end.into(),
-        });
-        while let Some(seg) = stack.pop() {
-            // Segments starting exactly at the nearest contact are still
-            // walked: an equal contact there decides ties.
-            if self.best_fraction() < seg.f1 {
-                continue;
-            }
-            self.walk_segment(scratch, nodes, seg, &mut stack);
-            if self.order_dependent {
-                break;
-            }
-        }
-        scratch.hull_segments = stack;
-    }
-
-    /// Descends from `seg.child` along the near side, pushing far sides;
-    /// children with nothing in the mask for this hull are not entered.
-    fn walk_segment<N: NodeSource>(
-        &mut self,
-        scratch: &mut Scratch,
-        nodes: &N,
-        seg: Segment,
-        stack: &mut Vec<Segment>,
-    ) {
-        let Segment {
-            mut child,
-            f1,
-            mut f2,
-            p1,
-            mut p2,
-        } = seg;
-        let mask = self.w.mask;
-        while child >= 0 {
-            self.stats.nodes += 1;
-            let (normal, dist, children, below) = nodes.get(child);
-            let t1 = normal.dot(p1) - dist;
-            let t2 = normal.dot(p2) - dist;
-            let reach = HULL_WALK_SLACK;
-            if t1 >= reach && t2 >= reach {
-                if below[0] & mask == 0 {
-                    return;
-                }
-                child = children[0];
-                continue;
-            }
-            if t1 < -reach && t2 < -reach {
-                if below[1] & mask == 0 {
-                    return;
-                }
-                child = children[1];
-                continue;
-            }
-            let (near, frac_near_end, frac_far_start) = super::tree::straddle(t1, t2, reach);
-            if below[near ^ 1] & mask != 0 {
-                let frac2 = frac_far_start.clamp(0.0, 1.0);
-                stack.push(Segment {
-                    child: children[near ^ 1],
-                    f1: f1 + (f2 - f1) * frac2,
-                    f2,
-                    p1: p1 + (p2 - p1) * frac2,
-                    p2,
-                });
-            }
-            if below[near] & mask == 0 {
+        let tree = world.onion.tree(self.hull, world.nodes.len());
+        if let Some(root) = tree.first() {
+            if (root.contents_below[0] | root.contents_below[1]) & self.w.mask == 0 {
+                // Nothing anywhere in the mask for this hull.
                 return;
             }
-            let frac = frac_near_end.clamp(0.0, 1.0);
-            f2 = f1 + (f2 - f1) * frac;
-            p2 = p1 + (p2 - p1) * frac;
-            child = children[near];
         }
-        self.visit_leaf(scratch, (-1 - child) as usize);
+        // The box's centre, walked as a point.
+        let m = Move {
+            start: self.w.start,
+            end: self.w.end,
+            bounds: self.w.bounds,
+            mask: self.w.mask,
+        };
+        walk(&HullNodes(tree), world.root(), &m, &PointReach, stack, self);
     }
 
-    fn visit_leaf(&mut self, scratch: &mut Scratch, leaf: usize) {
+    fn clip_brushes(&mut self, record: &HullLeaf) {
         let world = self.world;
-        self.stats.leaves += 1;
-        let record = world.hull_leaf(leaf, self.hull);
-        let mask = self.w.mask;
+        let brushes =
+            &world.hull_leaf_brushes[record.first_brush as usize..][..record.num_brushes as usize];
         let position_test = self.w.is_position_test();
-        if record.contents & mask != 0 {
-            let brushes = &world.hull_leaf_brushes[record.first_brush as usize..]
-                [..record.num_brushes as usize];
-            for &b in brushes {
-                let brush = &world.brushes[b as usize];
-                if brush.contents & mask == 0 || !scratch.first_visit_brush(b as usize) {
-                    continue;
-                }
-                self.stats.clipped += 1;
-                if position_test {
-                    if box_in_brush(world, brush, &self.w) {
-                        self.inside_of(brush.contents);
-                    }
-                    continue;
-                }
-                self.w.result = TraceResult::default();
-                trace_through_brush(world, b as usize, &mut self.w);
-                let r = self.w.result;
-                if r.allsolid {
-                    self.order_dependent = true;
-                    return;
-                }
-                if r.startsolid {
-                    // No contact is reported for it; only the flag.
-                    self.startsolid = true;
-                    continue;
-                }
-                self.offer(r);
-                if self.order_dependent {
-                    return;
-                }
-            }
-        }
-        let patches =
-            &world.hull_leaf_patches[record.first_patch as usize..][..record.num_patches as usize];
-        for &p in patches {
-            let patch = &world.patches[p as usize];
-            if patch.contents & mask == 0 || !scratch.first_visit_patch(p as usize) {
+        for &b in brushes {
+            let b = b as usize;
+            let contents = world.brushes[b].contents;
+            if contents & self.w.mask == 0 || !self.scratch.first_visit_brush(b) {
                 continue;
             }
             self.stats.clipped += 1;
             if position_test {
-                if position_test_patch(world, patch, &self.w) {
-                    self.inside_of(patch.contents);
+                if self.w.holds_start_brush(world, b) {
+                    self.inside_of(contents);
                 }
                 continue;
             }
-            self.w.result = TraceResult::default();
-            trace_through_patch(world, patch, &mut self.w);
-            let r = self.w.result;
-            if r.startsolid {
-                self.order_dependent = true;
-                return;
+            match self.w.brush(world, b) {
+                Clipped::Miss => {}
+                Clipped::Inside { gets_out: false } => {
+                    self.order_dependent = true;
+                    return;
+                }
+                // No contact is reported for it; only the flag.
+                Clipped::Inside { gets_out: true } => self.startsolid = true,
+                Clipped::Enter { frac, contact } => {
+                    self.offer(contact.at(frac));
+                    if self.order_dependent {
+                        return;
+                    }
+                }
             }
+        }
+    }
+
+    fn clip_patches(&mut self, record: &HullLeaf) {
+        let world = self.world;
+        let patches =
+            &world.hull_leaf_patches[record.first_patch as usize..][..record.num_patches as usize];
+        let position_test = self.w.is_position_test();
+        for &p in patches {
+            let p = p as usize;
+            let contents = world.patches[p].contents;
+            if contents & self.w.mask == 0 || !self.scratch.first_visit_patch(p) {
+                continue;
+            }
+            self.stats.clipped += 1;
+            if position_test {
+                if self.w.holds_start_patch(world, p) {
+                    self.inside_of(contents);
+                }
+                continue;
+            }
+            let mut r = TraceResult::default();
+            clip_patch(world, &self.w, p, &mut r);
             self.offer(r);
             if self.order_dependent {
                 return;
@@ -429,5 +302,29 @@ impl Walk<'_, '_> {
                 self.ambiguous = false;
             }
         }
+    }
+}
+
+impl Visitor for Walk<'_, '_> {
+    fn wanted(&self, f1: f32) -> bool {
+        // Pieces starting exactly at the nearest contact are still walked:
+        // an equal contact there decides ties.
+        f1 <= self.best_fraction()
+    }
+
+    fn leaf(&mut self, leaf: i32, _f1: f32) -> bool {
+        self.stats.leaves += 1;
+        let record = *self.world.hull_leaf((-1 - leaf) as usize, self.hull);
+        if record.contents & self.w.mask != 0 {
+            self.clip_brushes(&record);
+        }
+        if !self.order_dependent {
+            self.clip_patches(&record);
+        }
+        self.order_dependent
+    }
+
+    fn node(&mut self) {
+        self.stats.nodes += 1;
     }
 }

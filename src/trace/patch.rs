@@ -29,44 +29,6 @@ pub(super) fn normal(p: &PatchPlane) -> Vec3 {
     Vec3::new(p.plane[0], p.plane[1], p.plane[2])
 }
 
-/// Clips the trace against every facet of `patch`; when the patch is hit
-/// first, the trace takes its contents and surface flags.
-pub(crate) fn trace_through_patch(world: &World, patch: &Patch, w: &mut TraceWork) {
-    if !patch_in_reach(patch, &w.bounds) {
-        return;
-    }
-    let before = w.result.fraction;
-    let first = patch.first_facet as usize;
-    for facet in first..first + patch.num_facets as usize {
-        let hit = if w.is_point {
-            point_facet_hit(world, facet, w, w.result.fraction, 1.0)
-        } else {
-            box_facet_hit(world, facet, w)
-        };
-        if let Some(hit) = hit.filter(|hit| hit.accepted_after(w.result.fraction)) {
-            w.result.fraction = hit.frac;
-            w.result.normal = hit.normal;
-            w.result.dist = hit.dist;
-        }
-    }
-    if w.result.fraction < before {
-        w.result.contents = patch.contents;
-        w.result.surface_flags = patch.surface_flags;
-    }
-}
-
-/// A box's (not a ray's) nearest hit on `patch`, the first facet of equal
-/// ones: the hit [`trace_through_patch`] keeps, nothing found before.
-pub(crate) fn box_patch_hit(world: &World, patch: &Patch, w: &TraceWork) -> Option<FacetHit> {
-    if !patch_in_reach(patch, &w.bounds) {
-        return None;
-    }
-    let first = patch.first_facet as usize;
-    (first..first + patch.num_facets as usize)
-        .filter_map(|facet| box_facet_hit(world, facet, w))
-        .reduce(|best, hit| if hit.frac < best.frac { hit } else { best })
-}
-
 /// A facet the move hits, found on its own (nothing found before is read).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct FacetHit {
@@ -78,7 +40,6 @@ pub(crate) struct FacetHit {
     pub at: f32,
     pub normal: Vec3,
     pub dist: f32,
-    ray: bool,
 }
 
 impl FacetHit {
@@ -89,17 +50,6 @@ impl FacetHit {
             at: frac,
             normal,
             dist,
-            ray: false,
-        }
-    }
-
-    /// Whether this hit replaces a contact at fraction `f`.
-    #[inline(always)]
-    pub fn accepted_after(&self, f: f32) -> bool {
-        if self.ray {
-            self.at <= f
-        } else {
-            self.frac < f
         }
     }
 }
@@ -160,118 +110,24 @@ fn shifted_planes<'a>(
     (surface_plane, borders)
 }
 
-/// Enter and leave fractions of a facet being clipped.
-/// The latest entry and earliest exit of a move through a facet's planes.
-struct Clip {
-    enter: f32,
-    leave: f32,
-}
-
-/// Clips the move against one plane; `None` when the move stays in front of
-/// it (the facet is missed), otherwise whether this plane is the new entry plane.
-#[inline(always)]
-fn clip_plane(n: Vec3, dist: f32, start: Vec3, end: Vec3, clip: &mut Clip) -> Option<bool> {
-    let d1 = dot(start, n) - dist;
-    let d2 = dot(end, n) - dist;
-    if d1 > 0.0 && (d2 as f64 >= SURFACE_CLIP_EPSILON || d2 >= d1) {
-        return None;
-    }
-    if d1 <= 0.0 && d2 <= 0.0 {
-        return Some(false);
-    }
-    let denom = (d1 - d2) as f64;
-    if d1 > d2 {
-        // Clamped as the brush clip does (a -0.0 stays; `max` may not keep it).
-        let f = ((d1 as f64 - SURFACE_CLIP_EPSILON) / denom) as f32;
-        let f = if f < 0.0 { 0.0 } else { f };
-        // Only a strictly later entry replaces the earlier plane.
-        if f > clip.enter {
-            clip.enter = f;
-            return Some(true);
-        }
-    } else {
-        let f = ((d1 as f64 + SURFACE_CLIP_EPSILON) / denom) as f32;
-        let f = if f > 1.0 { 1.0 } else { f };
-        if f < clip.leave {
-            clip.leave = f;
-        }
-    }
-    Some(false)
-}
-
-/// Where the move `start..end` enters a facet given by its planes, already
-/// shifted for the moving box or shape (the surface plane, then the borders,
-/// the last of which is the surface's back), plane by plane: the fraction
-/// and the plane entered last, or `None` when it misses.
-pub(super) fn enter_facet_planes(
-    surface: (Vec3, f32),
-    borders: impl Iterator<Item = (Vec3, f32)>,
-    num_borders: usize,
-    start: Vec3,
-    end: Vec3,
-) -> Option<(f32, Vec3, f32)> {
-    let mut clip = Clip {
-        enter: -1.0,
-        leave: 1.0,
-    };
-    let mut best = None;
-    if clip_plane(surface.0, surface.1, start, end, &mut clip)? {
-        best = Some(surface);
-    }
-    let mut hit_border = None;
-    for (j, (n, d)) in borders.enumerate() {
-        if clip_plane(n, d, start, end, &mut clip)? {
-            hit_border = Some(j);
-            best = Some((n, d));
-        }
-    }
-    // The last border is the back of the surface, which is never hit.
-    if hit_border.is_some() && hit_border == num_borders.checked_sub(1) {
-        return None;
-    }
-    if clip.enter < clip.leave && clip.enter >= 0.0 && clip.enter < 1.0 {
-        let (n, d) = best?;
-        return Some((clip.enter, n, d));
-    }
-    None
-}
-
-/// The box's hit on facet `facet`, on its own: from the kernel's lanes when
-/// the world has them, else plane by plane (the same numbers).
-fn box_facet_hit(world: &World, facet: usize, w: &TraceWork) -> Option<FacetHit> {
-    match facet_lanes(world, facet) {
-        Some((records, inward)) => box_facet_hit_lanes(world, facet, records, inward, w),
-        None => box_facet_hit_planes(world, &world.facets[facet], w),
-    }
-}
-
 /// Facet `facet`'s plane records in the kernel's lanes and which planes are
-/// inward borders, when the world has them.
+/// inward borders.
 #[inline(always)]
-pub(super) fn facet_lanes<'a>(world: &World<'a>, facet: usize) -> Option<(&'a [SideLanes], u32)> {
-    let lanes = world.kernel.facets.get(facet)?;
-    let count = 1 + world.facets.get(facet)?.num_borders as usize;
-    let records = world
-        .kernel
-        .facet_lanes
-        .get(lanes.first as usize..)?
-        .get(..count.div_ceil(4))?;
-    Some((records, lanes.inward))
+pub(super) fn facet_lanes<'a>(world: &World<'a>, facet: usize) -> (&'a [SideLanes], u32) {
+    let lanes = &world.kernel.facets[facet];
+    let count = 1 + world.facets[facet].num_borders as usize;
+    let records = &world.kernel.facet_lanes[lanes.first as usize..][..count.div_ceil(4)];
+    (records, lanes.inward)
 }
 
-/// [`box_facet_hit_planes`] four planes at a time with the brush clip's
-/// crossings in lanes ([`Crossings`]): each plane's shift, both distances
-/// and the tests computed with the same operations per lane, so every
-/// number is the plane loop's, bit for bit. The loop branched on every
-/// plane: a facet clip cost about ten mispredicted branches.
-fn box_facet_hit_lanes(
-    world: &World,
-    index: usize,
-    records: &[SideLanes],
-    inward: u32,
-    w: &TraceWork,
-) -> Option<FacetHit> {
+/// The box's hit on facet `index`, on its own: four planes at a time with
+/// the brush clip's crossings in lanes ([`Crossings`]), each plane's shift,
+/// both distances and the tests computed with the same operations per lane
+/// (a loop over the planes branched on every plane: a facet clip cost about
+/// ten mispredicted branches).
+fn box_facet_hit(world: &World, index: usize, w: &TraceWork) -> Option<FacetHit> {
     let facet = &world.facets[index];
+    let (records, inward) = facet_lanes(world, index);
     let (lower, upper) = (splat_axes(w.lower), splat_axes(w.extents));
     let (start, end) = (splat_axes(w.start), splat_axes(w.end));
     let mut clip = Crossings::new();
@@ -334,19 +190,6 @@ pub(super) fn entry_plane(
     }
 }
 
-/// The box's hit on `facet`, plane by plane.
-fn box_facet_hit_planes(world: &World, facet: &Facet, w: &TraceWork) -> Option<FacetHit> {
-    let (surface, borders) = shifted_planes(world, facet, w);
-    let (frac, normal, dist) = enter_facet_planes(
-        surface,
-        borders,
-        facet.num_borders as usize,
-        w.start.into(),
-        w.end.into(),
-    )?;
-    Some(FacetHit::of_box(frac, normal, dist))
-}
-
 /// How a ray relates to one plane: whether it starts in front, and the
 /// fraction where it crosses (a large value when it never does going forward).
 #[inline(always)]
@@ -372,8 +215,7 @@ const NEVER: f32 = 99999.0;
 
 /// A ray's hit on facet `facet`, if it crosses the surface no later than
 /// `limit` (a crossing past it cannot replace a contact there) and stops no
-/// later than `stop_limit`: the borders from the kernel's lanes when the
-/// world has them, else one by one (the same numbers).
+/// later than `stop_limit`.
 fn point_facet_hit(
     world: &World,
     index: usize,
@@ -396,11 +238,8 @@ fn point_facet_hit(
     if frac > stop_limit {
         return None;
     }
-    let inside = match facet_lanes(world, index) {
-        Some((records, inward)) => ray_within_borders_lanes(records, inward, w, at),
-        None => ray_within_borders(world, facet, w, at),
-    };
-    if !inside {
+    let (records, inward) = facet_lanes(world, index);
+    if !ray_within_borders(records, inward, w, at) {
         return None;
     }
     Some(FacetHit {
@@ -408,36 +247,18 @@ fn point_facet_hit(
         at,
         normal: n,
         dist: surface.plane[3],
-        ray: true,
     })
 }
 
 /// Whether the ray, crossing the facet's surface plane at `at`, crosses it
 /// within every border: it is in front of a border (of the border's own
 /// normal, whether or not the facet uses it flipped) until `at` or from
-/// `at` on, as the border faces.
-fn ray_within_borders(world: &World, facet: &Facet, w: &TraceWork, at: f32) -> bool {
-    let first = facet.first_border as usize;
-    world.facet_borders[first..first + facet.num_borders as usize]
-        .iter()
-        .all(|b| {
-            let (front, crossing) = ray_crossing(&world.patch_planes[b.plane as usize], w);
-            if front ^ (b.inward != 0) {
-                crossing <= at
-            } else {
-                crossing >= at
-            }
-        })
-}
-
-/// [`ray_within_borders`] four planes at a time, from the facet's lane
-/// records (surface plane first, inward borders flipped), with no branch
-/// per border: the same answers, as every number is the border loop's but
-/// for the sign of a zero, which no test below can see. A flipped plane's
-/// distances are the unflipped ones negated (exactly), so it is in front of
-/// its own normal when its distance is below zero, and it crosses where the
-/// unflipped plane does.
-fn ray_within_borders_lanes(records: &[SideLanes], inward: u32, w: &TraceWork, at: f32) -> bool {
+/// `at` on, as the border faces. Four planes at a time, from the facet's
+/// lane records (surface plane first, inward borders flipped), with no
+/// branch per border. A flipped plane's distances are the unflipped ones
+/// negated (exactly), so it is in front of its own normal when its distance
+/// is below zero, and it crosses where the unflipped plane does.
+fn ray_within_borders(records: &[SideLanes], inward: u32, w: &TraceWork, at: f32) -> bool {
     let (start, end) = (splat_axes(w.start), splat_axes(w.end));
     let at = Vec4::splat(at);
     let mut inside = true;
@@ -515,20 +336,27 @@ pub(crate) mod tests {
         let mut world = WorldData::default();
         let added = add_grid(&mut world, |i, j| Vec3::new(i * 32.0, j * 32.0, 0.0));
         assert_eq!(added, Some(0));
-        world
+        with_kernel(world)
     }
 
+    /// `data` with the kernel's records built, as loading builds them.
+    pub(crate) fn with_kernel(mut data: WorldData) -> WorldData {
+        data.kernel = crate::world::kernel::build(&data.view());
+        data
+    }
+
+    /// The move's answer against patch 0 alone.
     fn sweep(world: &World, start: Vec3, end: Vec3, half: f32) -> TraceWork {
-        let mut w = TraceWork::new(&TraceQuery {
+        let mut w = TraceWork::new(&TraceQuery::boxed(
             start,
             end,
-            mins: Vec3::splat(-half),
-            maxs: Vec3::splat(half),
-            mask: 1,
-            shape: None,
-            exact: false,
-        });
-        trace_through_patch(world, &world.patches[0], &mut w);
+            Vec3::splat(-half),
+            Vec3::splat(half),
+            1,
+        ));
+        let mut result = w.result;
+        crate::trace::walk::clip_patch(world, &w, 0, &mut result);
+        w.result = result;
         w
     }
 
@@ -652,16 +480,7 @@ pub(crate) mod tests {
         for grid in grids {
             assert!(add_grid(&mut world, grid).is_some());
         }
-        world
-    }
-
-    /// `data` with its facets' lane records (and nothing else of a kernel).
-    pub(crate) fn with_facet_lanes(data: &WorldData) -> WorldData {
-        let mut with_lanes = data.clone();
-        let (records, facets) = crate::world::kernel::facet_lanes(&data.view());
-        with_lanes.kernel.facet_lanes = records;
-        with_lanes.kernel.facets = facets;
-        with_lanes
+        with_kernel(world)
     }
 
     /// The facet tests' cases: moves around [`curved_world`]'s patches, and
@@ -722,30 +541,39 @@ pub(crate) mod tests {
     }
 
     /// A hit as bits, to compare without `-0.0 == 0.0`.
-    fn hit_bits(hit: Option<FacetHit>) -> Option<[u32; 5]> {
-        hit.map(|h| {
-            [
-                h.frac.to_bits(),
-                h.normal.x.to_bits(),
-                h.normal.y.to_bits(),
-                h.normal.z.to_bits(),
-                h.dist.to_bits(),
-            ]
-        })
+    pub(crate) fn hit_bits(hit: Option<(f32, Vec3, f32)>) -> Option<[u32; 5]> {
+        hit.map(|(f, n, d)| [f, n.x, n.y, n.z, d].map(f32::to_bits))
     }
 
-    /// The lane clip of a facet answers as the plane loop does, bit for bit:
-    /// boxes of every size and offset (with uneven bounds whose centre
-    /// rounds, so the corners are not each other's negatives) crossing,
-    /// grazing, starting inside and missing the facets of curved patches.
+    /// A facet's clip as the reference computes it, plane by plane, over
+    /// its pushed-out planes (surface plane, then borders).
+    pub(crate) fn reference_facet_hit(
+        facet: &Facet,
+        surface: (Vec3, f32),
+        borders: impl Iterator<Item = (Vec3, f32)>,
+        start: Vec3,
+        end: Vec3,
+    ) -> Option<(f32, Vec3, f32)> {
+        let borders: Vec<_> = borders.collect();
+        let planes = std::iter::once(surface).chain(borders.iter().copied());
+        let planes = planes.map(|(n, d)| (glam::Vec3A::from(n), d));
+        let clip = crate::trace::brush::tests::reference_clip(start.into(), end.into(), planes);
+        let (frac, plane) = facet_entry(clip, facet)?;
+        let (normal, dist) = entry_plane(plane, surface, borders.into_iter())?;
+        Some((frac, normal, dist))
+    }
+
+    /// The lane clip of a facet answers as the reference's plane loop does,
+    /// bit for bit: boxes of every size and offset (with uneven bounds whose
+    /// centre rounds, so the corners are not each other's negatives)
+    /// crossing, grazing, starting inside and missing the facets of curved
+    /// patches.
     #[test]
-    fn facet_lane_clip_equals_the_plane_loop() {
+    fn facet_lane_clip_equals_the_reference() {
         let data = curved_world();
         let world = data.view();
-        let (records, facets) = crate::world::kernel::facet_lanes(&world);
-        assert_eq!(facets.len(), world.facets.len());
         assert!(
-            facets.iter().any(|f| f.inward != 0),
+            world.kernel.facets.iter().any(|f| f.inward != 0),
             "no inward border to test"
         );
         let mut cases = Cases::new(0x51_7cc1_b727_220a);
@@ -766,37 +594,50 @@ pub(crate) mod tests {
             if w.is_point {
                 continue;
             }
-            let lanes = &facets[facet];
-            let count = 1 + world.facets[facet].num_borders as usize;
-            let own = &records[lanes.first as usize..][..count.div_ceil(4)];
-            let from_lanes = box_facet_hit_lanes(&world, facet, own, lanes.inward, &w);
-            let from_planes = box_facet_hit_planes(&world, &world.facets[facet], &w);
+            let from_lanes = box_facet_hit(&world, facet, &w).map(|h| (h.frac, h.normal, h.dist));
+            let (surface, borders) = shifted_planes(&world, &world.facets[facet], &w);
+            let (start, end) = (w.start.into(), w.end.into());
+            let reference = reference_facet_hit(&world.facets[facet], surface, borders, start, end);
             assert_eq!(
                 hit_bits(from_lanes),
-                hit_bits(from_planes),
+                hit_bits(reference),
                 "case {case}: facet {facet} {start} {end} {mins} {maxs}"
             );
-            cases.tally(from_planes.is_some());
+            cases.tally(reference.is_some());
         }
         cases.assert_both_common();
     }
 
-    /// A ray's facet hit with the borders from the kernel's lanes answers
-    /// as the border loop does, bit for bit: rays crossing, grazing and
-    /// missing the facets of curved patches, from either side, with
-    /// crossing limits before and after the surface.
+    /// Whether the ray, crossing the facet's surface at `at`, crosses it
+    /// within every border, as the reference tests it, border by border.
+    fn reference_within_borders(world: &World, facet: &Facet, w: &TraceWork, at: f32) -> bool {
+        let first = facet.first_border as usize;
+        world.facet_borders[first..first + facet.num_borders as usize]
+            .iter()
+            .all(|b| {
+                let (front, crossing) = ray_crossing(&world.patch_planes[b.plane as usize], w);
+                if front ^ (b.inward != 0) {
+                    crossing <= at
+                } else {
+                    crossing >= at
+                }
+            })
+    }
+
+    /// A ray's border test from the kernel's lanes answers as the
+    /// reference's border loop does: rays crossing, grazing and missing
+    /// the facets of curved patches, from either side.
     #[test]
     fn ray_facet_lanes_equal_the_border_loop() {
-        let plain = curved_world();
-        let with_lanes = with_facet_lanes(&plain);
-        let (plain, with_lanes) = (plain.view(), with_lanes.view());
+        let data = curved_world();
+        let world = data.view();
         let mut cases = Cases::new(0x6a09_e667_f3bc_c908);
         for case in 0..40_000 {
-            let facet = case % plain.facets.len();
+            let facet = case % world.facets.len();
             let (start, mut end) = cases.random_move(case);
             if case.is_multiple_of(2) {
                 // Through a point of the facet's patch's bounds.
-                let patch = plain
+                let patch = world
                     .patches
                     .iter()
                     .find(|p| {
@@ -808,20 +649,17 @@ pub(crate) mod tests {
                 }));
                 end = start + (target - start) * 2.0;
             }
-            let limit = if case % 3 == 0 {
-                cases.range(0.0, 1.0)
-            } else {
-                1.0
-            };
             let w = TraceWork::new(&TraceQuery::ray(start, end, 1));
-            let from_lanes = point_facet_hit(&with_lanes, facet, &w, limit, 1.0);
-            let from_loop = point_facet_hit(&plain, facet, &w, limit, 1.0);
-            assert_eq!(
-                from_lanes.map(|h| (hit_bits(Some(h)), h.at.to_bits())),
-                from_loop.map(|h| (hit_bits(Some(h)), h.at.to_bits())),
-                "case {case}: facet {facet} {start} {end} {limit}"
-            );
-            cases.tally(from_loop.is_some());
+            let surface = &world.patch_planes[world.facets[facet].surface_plane as usize];
+            let (front, at) = ray_crossing(surface, &w);
+            if !front || at > 1.0 {
+                continue;
+            }
+            let (records, inward) = facet_lanes(&world, facet);
+            let lanes = ray_within_borders(records, inward, &w, at);
+            let reference = reference_within_borders(&world, &world.facets[facet], &w, at);
+            assert_eq!(lanes, reference, "case {case}: facet {facet} {start} {end}");
+            cases.tally(reference);
         }
         cases.assert_both_common();
     }

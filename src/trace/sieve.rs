@@ -28,11 +28,11 @@ pub struct Sieve<'w> {
 
 impl<'w> Sieve<'w> {
     /// The sieve of `world` (one that passes every query through when the
-    /// world has no kernel hierarchy to search).
+    /// world answers with the walk alone).
     pub fn new(world: &'w World) -> Self {
         let kernel = &world.kernel;
         Sieve {
-            occupancy: if kernel.matches(world) {
+            occupancy: if !world.walk_only {
                 &kernel.occupancy
             } else {
                 &NO_OCCUPANCY

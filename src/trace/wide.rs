@@ -8,7 +8,7 @@
 //! search's bit for bit (the tests compare both).
 
 use super::fast::{pop_within, primitive, push_nearest_last, Clipper, Entry, Ray, Search, Stop};
-use super::tree::Probe;
+use super::walk::Probe;
 use crate::world::bvh::{Bvh, WideNode, PRIMITIVE, WIDE};
 use crate::world::World;
 use std::arch::x86_64::*;

@@ -170,6 +170,15 @@ impl TraceWork {
 }
 
 impl TraceResult {
+    /// Records that the shape starts (and stays) inside something with
+    /// `contents`.
+    pub(crate) fn set_inside(&mut self, contents: u32) {
+        self.startsolid = true;
+        self.allsolid = true;
+        self.fraction = 0.0;
+        self.contents = contents;
+    }
+
     /// This answer with `endpos` set where `q` stops at its fraction, from
     /// the caller's own start and end.
     #[inline(always)]
@@ -193,11 +202,9 @@ pub struct Scratch {
     brush_stamps: Vec<u32>,
     patch_stamps: Vec<u32>,
     pub(crate) leaf_stack: Vec<u32>,
-    pub(crate) segment_stack: Vec<super::tree::Segment>,
+    pub(crate) segment_stack: Vec<super::walk::Segment>,
     /// The fast trace's stack, as long as the deepest search needs.
     pub(crate) bvh_stack: Vec<super::fast::Entry>,
-    pub(crate) hull_segments: Vec<super::onion::Segment>,
-    pub(crate) shape_stack: Vec<super::sweep::Segment>,
     /// A batch piece's queries whose answers its first pass knows, and
     /// (from the back) the rest.
     pub(crate) batch_lists: Vec<u32>,

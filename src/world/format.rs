@@ -499,6 +499,7 @@ pub fn view<'a>(
         maxs: meta.maxs,
         kernel: &super::kernel::EMPTY,
         onion: &super::onion_kernel::EMPTY,
+        walk_only: false,
         // Optional: an absent section is an empty range.
         shape_bevel_ranges: section(bytes, layout, SectionKind::ShapeBevelRanges)?,
         shape_bevels: section(bytes, layout, SectionKind::ShapeBevels)?,

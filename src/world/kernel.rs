@@ -247,8 +247,7 @@ impl KernelTree {
 
     /// Whether this tree was derived from `world` (same counts, not empty).
     pub fn matches(&self, world: &World) -> bool {
-        !self.nodes.is_empty()
-            && self.nodes.len() == world.nodes.len()
+        self.nodes.len() == world.nodes.len()
             && self.brush_bounds.len() == world.brushes.len()
             && self.brush_lanes.len() == world.brushes.len()
     }

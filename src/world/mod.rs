@@ -288,6 +288,7 @@ impl WorldData {
             maxs: self.maxs,
             kernel: &self.kernel,
             onion: &self.onion_kernel,
+            walk_only: false,
             shape_bevel_ranges: &self.shape_bevel_ranges,
             shape_bevels: &self.shape_bevels,
             source: SourceTree {
@@ -333,6 +334,10 @@ pub struct World<'a> {
     pub kernel: &'a KernelTree,
     /// The hull walk's trees, or an empty one (it then reads `nodes`).
     pub onion: &'a OnionKernel,
+    /// Answer every trace with the BSP walk over the tree that decides the
+    /// visit order (the reference the fast paths are held to), never the
+    /// fast search or the batch's first pass.
+    pub walk_only: bool,
     /// Per brush, its range in `shape_bevels` (empty: no shape bevels).
     pub shape_bevel_ranges: &'a [BevelRange],
     pub shape_bevels: &'a [ShapeBevel],
@@ -387,10 +392,11 @@ impl<'a> World<'a> {
         }
     }
 
-    /// This world without its kernel nodes: traces take the reference walk.
+    /// This world answering every trace with the reference walk (see
+    /// [`World::walk_only`]).
     pub fn reference(&self) -> Self {
         World {
-            kernel: &kernel::EMPTY,
+            walk_only: true,
             ..*self
         }
     }
