@@ -5,7 +5,7 @@ mod common;
 
 use bspq::query::{answer, Answer};
 use bspq::trace::Scratch;
-use bspq::world::bvh::wide_available;
+use bspq::world::bvh::Avx2;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
@@ -162,7 +162,7 @@ fn check_finds_the_fast_paths_equal_to_the_walk() {
         // Rays and boxes, then the same boxes as shapes: six paths each,
         // seven where the full trace also has the four-wide search to check
         // (AVX2: see `world::bvh::WideTrees`).
-        let paths = if wide_available() { 7 } else { 6 };
+        let paths = if Avx2::detect().is_some() { 7 } else { 6 };
         let differ: Vec<&str> = text.lines().filter(|l| l.contains(" differ")).collect();
         assert_eq!(differ.len(), 2 * paths, "{map}: {text}");
         for line in &differ[..paths] {

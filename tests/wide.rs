@@ -9,7 +9,7 @@ mod common;
 
 use bspq::query::Query;
 use bspq::trace::{trace, trace_queries, BatchOptions, Scratch, Shape, TraceQuery};
-use bspq::world::bvh::{wide_available, SMALL_BOX_HALF};
+use bspq::world::bvh::{Avx2, SMALL_BOX_HALF};
 use bspq::world::World;
 use common::{load_set, load_world, parse_query, result_bits, Rng, MAPS};
 use glam::Vec3;
@@ -69,8 +69,8 @@ fn queries(map: &str, world: &World, rng: &mut Rng) -> Vec<TraceQuery> {
 fn check_map(map: &str, curves: bool) {
     let loaded = load_world(map, curves);
     let world = loaded.view();
-    assert_eq!(world.kernel.bvh.wide.present(), wide_available());
-    if !wide_available() {
+    assert_eq!(world.kernel.bvh.wide.present(), Avx2::detect().is_some());
+    if Avx2::detect().is_none() {
         println!("no AVX2 here: the full trace takes the four-wide search only");
         return;
     }

@@ -267,13 +267,6 @@ impl Search {
         }
     }
 
-    /// The end of the nearest contact's window: what lies past it cannot
-    /// change the answer (but for ray patch hits: see the module notes).
-    #[inline(always)]
-    pub(super) fn window(&self) -> f32 {
-        self.window
-    }
-
     /// The search's answer once it ran to the end, or why it stopped.
     pub(super) fn outcome(&self, stop: Result<(), Stop>) -> Outcome {
         match stop {
@@ -494,98 +487,48 @@ fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
     if !ANY_HIT && on_border() {
         return Err(Stop::Undecided);
     }
+    let mut s = Searching {
+        world,
+        bvh,
+        clipper,
+        search,
+        stack,
+        probe,
+    };
     // The full trace searches the eight-wide trees where they were built
     // (any-hit keeps the four-wide ones: their solid cores stop it sooner,
     // and it measured no faster eight wide).
     #[cfg(target_arch = "x86_64")]
-    if !ANY_HIT && bvh.wide.present() {
-        // SAFETY: the eight-wide trees are built only where the processor
-        // has the features `wide`'s functions are compiled for
-        // (`bvh::wide_available`).
-        return unsafe {
-            super::wide::run_wide(world, bvh, &ray, all_patches, clipper, search, stack, probe)
-        };
+    if let (false, Some(avx2)) = (ANY_HIT, bvh.wide.avx2()) {
+        return avx2.search(&mut s, &ray, all_patches);
     }
-    // Each tree's walk written out: one call site shared through a closure
-    // or a chosen tree measured 1-2 % slower (the walk is inlined at each).
+    // Every core belongs to a solid brush: the mask decides for all.
+    let stops = ANY_HIT && clipper.stops_at_solid_cores() && clipper.mask() & CONTENTS_SOLID != 0;
+    let four = Four {
+        ray,
+        mask: clipper.mask(),
+    };
     if !all_patches {
         // Brushes and patches alike: one tree, one root.
         let (nodes, cores) = bvh.combined_for(half);
-        return walk_tree::<C, P, ANY_HIT>(
-            world, bvh, nodes, cores, 0, false, &ray, clipper, search, stack, probe,
-        );
+        let cores = if stops { cores } else { &[] };
+        return s.tree::<_, ANY_HIT>(&four, nodes, cores, false);
     }
-    walk_tree::<C, P, ANY_HIT>(
-        world,
-        bvh,
-        &bvh.brushes,
-        &bvh.brush_cores,
-        0,
-        false,
-        &ray,
-        clipper,
-        search,
-        stack,
-        probe,
-    )?;
-    walk_tree::<C, P, ANY_HIT>(
-        world,
-        bvh,
-        &bvh.patches,
-        &[],
-        0,
-        all_patches,
-        &ray,
-        clipper,
-        search,
-        stack,
-        probe,
-    )?;
+    let cores = if stops { &bvh.brush_cores[..] } else { &[] };
+    s.tree::<_, ANY_HIT>(&four, &bvh.brushes, cores, false)?;
+    s.tree::<_, ANY_HIT>(&four, &bvh.patches, &[], true)?;
     if ANY_HIT && on_border() {
         return Err(Stop::Undecided);
     }
     Ok(())
 }
 
-/// Searches one tree from entry `from` (the root, 0); `to_the_end`: to
-/// the end of the move, not only to the end of the nearest contact's
-/// window. `cores`: the nodes' solid cores (or none), where an any-hit
-/// search may stop.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn walk_tree<C: Clipper, P: Probe, const ANY_HIT: bool>(
-    world: &World,
-    bvh: &Bvh,
-    nodes: &[BvhNode],
-    cores: &[CoreLanes],
-    from: u32,
-    to_the_end: bool,
-    ray: &Ray,
-    clipper: &C,
-    search: &mut Search,
-    stack: &mut [Entry],
-    probe: &mut P,
-) -> Result<(), Stop> {
-    if ANY_HIT {
-        // Every core belongs to a solid brush: the mask decides for all.
-        let stops = clipper.stops_at_solid_cores() && clipper.mask() & CONTENTS_SOLID != 0;
-        let cores = if stops { cores } else { &[] };
-        walk_any(
-            world, bvh, nodes, cores, from, ray, clipper, search, stack, probe,
-        )
-    } else {
-        walk_full(
-            world, bvh, nodes, from, to_the_end, ray, clipper, search, stack, probe,
-        )
-    }
-}
-
 /// The stack for a search of `bvh`, in the scratch's `stack`: a full
-/// trace's holds at most `bvh.stack_depth` entries and room for one node's
-/// children; any-hit's twice that, so that it may take two nodes at a time
-/// (see [`walk_any`]). Sized once per world; indexed with a local top,
-/// which stays in a register (a Vec's length would be written back on
-/// every push).
+/// trace's holds at most the tree's `stack_depth` entries and room for one
+/// node's children; any-hit's twice that, so that it may take two nodes at
+/// a time (see [`Searching::tree`]). Sized once per world; indexed with a
+/// local top, which stays in a register (a Vec's length would be written
+/// back on every push).
 pub(super) fn search_stack<'a>(stack: &'a mut Vec<Entry>, bvh: &Bvh) -> &'a mut [Entry] {
     let len = (2 * bvh.stack_depth + 4 * WIDTH).max(bvh.wide.stack_depth + 2 * WIDE);
     if stack.len() < len {
@@ -594,134 +537,188 @@ pub(super) fn search_stack<'a>(stack: &'a mut Vec<Entry>, bvh: &Bvh) -> &'a mut 
     stack
 }
 
-/// [`walk`] for any-hit: the entered children of a node are pushed in any
-/// order (the first contact anywhere ends the search), and when the two
-/// entries on top of the stack are both nodes, both are tested in one step.
-/// A move that touches nothing visits every node it enters either way; two
-/// at a time, the two chains of dependent loads and compares overlap (the
-/// next node of each is known only when its own test is done). Stops where
-/// the move passes through a solid core of `cores`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn walk_any<C: Clipper, P: Probe>(
-    world: &World,
-    bvh: &Bvh,
-    nodes: &[BvhNode],
-    cores: &[CoreLanes],
-    from: u32,
-    ray: &Ray,
-    clipper: &C,
-    search: &mut Search,
-    stack: &mut [Entry],
-    probe: &mut P,
-) -> Result<(), Stop> {
-    if nodes.is_empty() {
-        return Ok(());
+/// A node width as the search sees it: the move's slab test against a
+/// node's children, four with SSE ([`Four`]) or eight with AVX2.
+pub(super) trait Lanes {
+    type Node;
+    /// Per lane, where the move enters the child.
+    type Near: Copy;
+    /// Where the move enters each child, and a bitmask of the children it
+    /// enters no later than `limit` whose contents meet the mask.
+    fn enter(&self, node: &Self::Node, limit: f32) -> (Self::Near, u32);
+    fn child(node: &Self::Node, lane: usize) -> u32;
+    /// Pushes the children of the `hits` lanes (two or more) but the
+    /// nearest, nearest on top, and returns the nearest's child: the one to
+    /// visit now. Pruning by the window works best when the nearest contact
+    /// is found first.
+    fn push_nearest_last(
+        node: &Self::Node,
+        near: Self::Near,
+        hits: u32,
+        stack: &mut [Entry],
+        top: &mut usize,
+    ) -> u32;
+    /// Whether the move passes through a solid core of node `node`'s
+    /// children (`cores` not empty; see [`crate::world::cores`]).
+    fn core_hit(&self, cores: &[CoreLanes], node: u32) -> bool;
+}
+
+/// The four-wide trees' lanes.
+pub(super) struct Four {
+    ray: Ray,
+    mask: u32,
+}
+
+impl Lanes for Four {
+    type Node = BvhNode;
+    type Near = Vec4;
+
+    #[inline(always)]
+    fn enter(&self, node: &BvhNode, limit: f32) -> (Vec4, u32) {
+        let (near, hits) = self.ray.enter(node, limit);
+        (near, hits & lanes_in_mask(&node.contents, self.mask))
     }
-    let mask = clipper.mask();
-    // One node step: its entered children, or the hit at a core.
-    let step = |reference: u32, probe: &mut P| {
-        probe.bvh_node();
-        let node = &nodes[reference as usize];
-        let hits = ray.enter(node, 1.0).1 & lanes_in_mask(&node.contents, mask);
-        // A core lies inside its child's bounds: only a child entered can
-        // have one the move passes through.
-        if hits != 0 && !cores.is_empty() && ray.core_hits(&cores[reference as usize]) != 0 {
-            probe.core_stop();
-            return Err(Stop::Hit);
-        }
-        Ok((node, hits))
-    };
-    let push = |stack: &mut [Entry], top: &mut usize, node: &BvhNode, mut hits: u32| {
-        while hits != 0 {
-            let slot = hits.trailing_zeros() as usize;
-            hits &= hits - 1;
-            stack[*top] = Entry::entered(node.children[slot], 0.0);
-            *top += 1;
-        }
-    };
-    // A step of two nodes pops two entries and pushes up to eight, so it is
-    // taken only up to this height: it then leaves the stack below
-    // `len - stack_depth - WIDTH`, and walking one node at a time from any
-    // entry adds at most `stack_depth` entries above it and one node's
-    // children (as in the full trace), so the stack never overflows.
-    let pair_height = stack.len().saturating_sub(bvh.stack_depth + 3 * WIDTH);
-    let mut current = from;
-    let mut top = 0;
-    loop {
-        if current & PRIMITIVE != 0 {
-            primitive(world, bvh, current, clipper, search, probe)?;
-        } else if top > 0 && top <= pair_height && stack[top - 1].child() & PRIMITIVE == 0 {
-            top -= 1;
-            let other = stack[top].child();
-            let (first, first_hits) = step(current, probe)?;
-            let (second, second_hits) = step(other, probe)?;
-            push(stack, &mut top, second, second_hits);
-            push(stack, &mut top, first, first_hits);
-        } else {
-            let (node, hits) = step(current, probe)?;
-            push(stack, &mut top, node, hits);
-        }
-        if top == 0 {
-            return Ok(());
-        }
-        top -= 1;
-        current = stack[top].child();
+
+    #[inline(always)]
+    fn child(node: &BvhNode, lane: usize) -> u32 {
+        node.children[lane]
+    }
+
+    #[inline(always)]
+    fn push_nearest_last(
+        node: &BvhNode,
+        near: Vec4,
+        hits: u32,
+        stack: &mut [Entry],
+        top: &mut usize,
+    ) -> u32 {
+        // Ordered with a sorting network on the packed entries (no
+        // data-dependent branches: the order of children is a coin toss to
+        // a branch predictor).
+        let entered = hits.count_ones() as usize;
+        push_nearest_last(Entry::lanes(node, near, hits), entered, stack, top)
+    }
+
+    #[inline(always)]
+    fn core_hit(&self, cores: &[CoreLanes], node: u32) -> bool {
+        self.ray.core_hits(&cores[node as usize]) != 0
     }
 }
 
-/// [`walk`] for a full trace.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn walk_full<C: Clipper, P: Probe>(
-    world: &World,
-    bvh: &Bvh,
-    nodes: &[BvhNode],
-    from: u32,
-    to_the_end: bool,
-    ray: &Ray,
-    clipper: &C,
-    search: &mut Search,
-    stack: &mut [Entry],
-    probe: &mut P,
-) -> Result<(), Stop> {
-    if nodes.is_empty() {
-        return Ok(());
-    }
-    let mask = clipper.mask();
-    let limit = |search: &Search| if to_the_end { 1.0 } else { search.window };
-    // The entry being visited: the root first, then the nearest child
-    // entered, straight (no stack round trip), or the next one popped.
-    let mut current = from;
-    let mut top = 0;
-    'visit: loop {
-        if current & PRIMITIVE != 0 {
-            primitive(world, bvh, current, clipper, search, probe)?;
-        } else {
-            probe.bvh_node();
-            let node = &nodes[current as usize];
-            let (near, hits) = ray.enter(node, limit(search));
-            let hits = hits & lanes_in_mask(&node.contents, mask);
-            if hits != 0 && hits & (hits - 1) == 0 {
-                current = node.children[hits.trailing_zeros() as usize];
-                continue 'visit;
-            }
-            if hits != 0 {
-                // Visit the nearest child entered and push the others,
-                // nearest on top: pruning by the window works best when the
-                // nearest contact is found first. Ordered with a sorting
-                // network on the packed entries (no data-dependent
-                // branches: the order of children is a coin toss to a
-                // branch predictor).
-                let entered = hits.count_ones() as usize;
-                current =
-                    push_nearest_last(Entry::lanes(node, near, hits), entered, stack, &mut top);
-                continue 'visit;
-            }
+/// What every tree search of one move shares.
+pub(super) struct Searching<'a, 'w, C, P> {
+    pub world: &'a World<'w>,
+    pub bvh: &'a Bvh,
+    pub clipper: &'a C,
+    pub search: &'a mut Search,
+    pub stack: &'a mut [Entry],
+    pub probe: &'a mut P,
+}
+
+impl<C: Clipper, P: Probe> Searching<'_, '_, C, P> {
+    /// Searches one tree from its root; `to_the_end`: to the end of the
+    /// move, not only to the end of the nearest contact's window.
+    ///
+    /// A full trace visits the nearest child entered straight (no stack
+    /// round trip) and pushes the others nearest on top. Any-hit
+    /// (`ANY_HIT`) pushes them in any order (the first contact anywhere
+    /// ends the search), stops where the move passes through a solid core
+    /// of `cores`, and when the two entries on top of the stack are both
+    /// nodes, tests both in one step: a move that touches nothing visits
+    /// every node it enters either way, and two at a time the two chains of
+    /// dependent loads and compares overlap.
+    #[inline(always)]
+    pub fn tree<L: Lanes, const ANY_HIT: bool>(
+        &mut self,
+        lanes: &L,
+        nodes: &[L::Node],
+        cores: &[CoreLanes],
+        to_the_end: bool,
+    ) -> Result<(), Stop> {
+        if nodes.is_empty() {
+            return Ok(());
         }
-        match pop_within(stack, &mut top, limit(search)) {
-            Some(next) => current = next,
-            None => return Ok(()),
+        let limit = |search: &Search| {
+            if ANY_HIT || to_the_end {
+                1.0
+            } else {
+                search.window
+            }
+        };
+        // One any-hit node step: its entered children, or the hit at a core
+        // (which lies inside its child's bounds: only a child entered can
+        // have one the move passes through).
+        let step = |reference: u32, probe: &mut P| {
+            probe.bvh_node();
+            let node = &nodes[reference as usize];
+            let hits = lanes.enter(node, 1.0).1;
+            if hits != 0 && !cores.is_empty() && lanes.core_hit(cores, reference) {
+                probe.core_stop();
+                return Err(Stop::Hit);
+            }
+            Ok((node, hits))
+        };
+        let push = |stack: &mut [Entry], top: &mut usize, node: &L::Node, mut hits: u32| {
+            while hits != 0 {
+                let slot = hits.trailing_zeros() as usize;
+                hits &= hits - 1;
+                stack[*top] = Entry::entered(L::child(node, slot), 0.0);
+                *top += 1;
+            }
+        };
+        // A step of two nodes pops two entries and pushes up to eight, so it
+        // is taken only up to this height: it then leaves the stack below
+        // `len - stack_depth - WIDTH`, and walking one node at a time from
+        // any entry adds at most `stack_depth` entries above it and one
+        // node's children, so the stack never overflows.
+        let pair_height = self
+            .stack
+            .len()
+            .saturating_sub(self.bvh.stack_depth + 3 * WIDTH);
+        let (world, bvh, clipper) = (self.world, self.bvh, self.clipper);
+        let stack = &mut *self.stack;
+        let mut current = 0;
+        let mut top = 0;
+        'visit: loop {
+            if current & PRIMITIVE != 0 {
+                primitive(world, bvh, current, clipper, self.search, self.probe)?;
+            } else if ANY_HIT {
+                if top > 0 && top <= pair_height && stack[top - 1].child() & PRIMITIVE == 0 {
+                    top -= 1;
+                    let other = stack[top].child();
+                    let (first, first_hits) = step(current, self.probe)?;
+                    let (second, second_hits) = step(other, self.probe)?;
+                    push(stack, &mut top, second, second_hits);
+                    push(stack, &mut top, first, first_hits);
+                } else {
+                    let (node, hits) = step(current, self.probe)?;
+                    push(stack, &mut top, node, hits);
+                }
+            } else {
+                self.probe.bvh_node();
+                let node = &nodes[current as usize];
+                let (near, hits) = lanes.enter(node, limit(self.search));
+                if hits != 0 && hits & (hits - 1) == 0 {
+                    current = L::child(node, hits.trailing_zeros() as usize);
+                    continue 'visit;
+                }
+                if hits != 0 {
+                    current = L::push_nearest_last(node, near, hits, stack, &mut top);
+                    continue 'visit;
+                }
+            }
+            if ANY_HIT {
+                if top == 0 {
+                    return Ok(());
+                }
+                top -= 1;
+                current = stack[top].child();
+                continue 'visit;
+            }
+            match pop_within(stack, &mut top, limit(self.search)) {
+                Some(next) => current = next,
+                None => return Ok(()),
+            }
         }
     }
 }

@@ -1,16 +1,16 @@
 //! The full trace's search over the eight-wide trees
-//! ([`crate::world::bvh::WideTrees`]), on processors with AVX2: the walk of
-//! [`super::fast`] with eight children tested in one AVX vector per row, so
-//! a move takes fewer, equally cheap node steps. The same primitives are
-//! clipped by the same code and offered to the same [`Search`]; only the
-//! order they are met in may differ, and the search's answer does not
-//! depend on it (see [`super::fast`]), so the answers are the four-wide
-//! search's bit for bit (the tests compare both).
+//! ([`crate::world::bvh::WideTrees`]), on processors with AVX2: the search
+//! of [`super::fast`] with eight children tested in one AVX vector per row,
+//! so a move takes fewer, equally cheap node steps. The same primitives are
+//! clipped by the same code and offered to the same search; only the order
+//! they are met in may differ, and the search's answer does not depend on
+//! it (see [`super::fast`]), so the answers are the four-wide search's bit
+//! for bit (`tests/wide.rs` compares both).
 
-use super::fast::{pop_within, primitive, push_nearest_last, Clipper, Entry, Ray, Search, Stop};
+use super::fast::{push_nearest_last, Clipper, Entry, Lanes, Ray, Searching, Stop};
 use super::walk::Probe;
-use crate::world::bvh::{Bvh, WideNode, PRIMITIVE, WIDE};
-use crate::world::World;
+use crate::world::bvh::{Avx2, WideNode, WIDE};
+use crate::world::cores::CoreLanes;
 use std::arch::x86_64::*;
 
 /// A move's slab constants, one AVX splat per axis (see [`Ray`]).
@@ -38,11 +38,12 @@ fn ray8(ray: &Ray) -> Ray8 {
 }
 
 /// Per lane the fraction where the move enters the child's grown bounds
-/// (the four-wide test's operations, lane for lane), and the lanes entered
-/// no later than `limit` whose contents meet `mask`, as a vector mask.
+/// (the four-wide test's operations, lane for lane), the lanes entered no
+/// later than `limit` whose contents meet `mask` as a vector mask, and
+/// those lanes as a bitmask.
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
 #[inline]
-fn enter(ray: &Ray8, node: &WideNode, limit: f32, mask: __m256i) -> (__m256, __m256) {
+fn enter(ray: &Ray8, node: &WideNode, limit: f32, mask: __m256i) -> ((__m256, __m256), u32) {
     let mut near = _mm256_setzero_ps();
     let mut far = _mm256_set1_ps(limit);
     for k in 0..3 {
@@ -63,7 +64,8 @@ fn enter(ray: &Ray8, node: &WideNode, limit: f32, mask: __m256i) -> (__m256, __m
     // SAFETY: eight u32, 32-byte aligned (they follow six 32-byte rows).
     let contents = unsafe { _mm256_load_si256(node.contents.as_ptr().cast()) };
     let unmet = _mm256_cmpeq_epi32(_mm256_and_si256(contents, mask), _mm256_setzero_si256());
-    (near, _mm256_andnot_ps(_mm256_castsi256_ps(unmet), entered))
+    let entered = _mm256_andnot_ps(_mm256_castsi256_ps(unmet), entered);
+    ((near, entered), _mm256_movemask_ps(entered) as u32)
 }
 
 /// For each set of lanes (a bitmask), the lanes in it in order, then the
@@ -130,101 +132,90 @@ fn entries(node: &WideNode, near: __m256, entered: __m256, hits: u32) -> [Entry;
 /// The full trace's search (not any-hit) over the eight-wide trees, once
 /// the unbounded primitives are clipped: boxes and shapes search the tree
 /// over brushes and patches, rays the brushes' tree and then the patches'
-/// to the end of the move (as `fast::run` does over the four-wide ones).
+/// to the end of the move (as over the four-wide ones).
+///
+/// # Safety
+/// The processor must have the features this is compiled for: only
+/// [`Avx2::search`] calls it, with its proof.
 #[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
-#[allow(clippy::too_many_arguments)]
-pub(super) fn run_wide<C: Clipper, P: Probe>(
-    world: &World,
-    bvh: &Bvh,
+unsafe fn search_wide<C: Clipper, P: Probe>(
+    s: &mut Searching<C, P>,
     ray: &Ray,
     all_patches: bool,
-    clipper: &C,
-    search: &mut Search,
-    stack: &mut [Entry],
-    probe: &mut P,
 ) -> Result<(), Stop> {
-    let ray = ray8(ray);
-    let wide = &bvh.wide;
+    let eight = Eight {
+        ray: ray8(ray),
+        mask: _mm256_set1_epi32(s.clipper.mask() as i32),
+    };
+    let wide = &s.bvh.wide;
     if !all_patches {
-        let nodes = wide.combined_for(clipper.segment().2);
-        return walk(
-            world, bvh, nodes, false, &ray, clipper, search, stack, probe,
-        );
+        let nodes = wide.combined_for(s.clipper.segment().2);
+        return s.tree::<_, false>(&eight, nodes, &[], false);
     }
-    walk(
-        world,
-        bvh,
-        &wide.brushes,
-        false,
-        &ray,
-        clipper,
-        search,
-        stack,
-        probe,
-    )?;
-    walk(
-        world,
-        bvh,
-        &wide.patches,
-        true,
-        &ray,
-        clipper,
-        search,
-        stack,
-        probe,
-    )
+    s.tree::<_, false>(&eight, &wide.brushes, &[], false)?;
+    s.tree::<_, false>(&eight, &wide.patches, &[], true)
 }
 
-/// One tree's walk, nearest child first (see `fast::walk_full`).
-#[target_feature(enable = "avx2,bmi1,bmi2,popcnt,lzcnt")]
-#[allow(clippy::too_many_arguments)]
-#[inline]
-fn walk<C: Clipper, P: Probe>(
-    world: &World,
-    bvh: &Bvh,
-    nodes: &[WideNode],
-    to_the_end: bool,
-    ray: &Ray8,
-    clipper: &C,
-    search: &mut Search,
-    stack: &mut [Entry],
-    probe: &mut P,
-) -> Result<(), Stop> {
-    if nodes.is_empty() {
-        return Ok(());
+impl Avx2 {
+    /// The full trace's search over the eight-wide trees (see
+    /// [`search_wide`]).
+    #[inline(always)]
+    pub(super) fn search<C: Clipper, P: Probe>(
+        self,
+        s: &mut Searching<C, P>,
+        ray: &Ray,
+        all_patches: bool,
+    ) -> Result<(), Stop> {
+        // SAFETY: an `Avx2` exists only where `Avx2::detect` found every
+        // feature `search_wide` is compiled for.
+        unsafe { search_wide(s, ray, all_patches) }
     }
-    let mask = _mm256_set1_epi32(clipper.mask() as i32);
-    let limit = |search: &Search| if to_the_end { 1.0 } else { search.window() };
-    let mut current = 0u32;
-    let mut top = 0;
-    'visit: loop {
-        if current & PRIMITIVE != 0 {
-            primitive(world, bvh, current, clipper, search, probe)?;
+}
+
+/// The eight-wide trees' lanes. Made only inside [`search_wide`], so its
+/// methods run only where the processor has the features.
+struct Eight {
+    ray: Ray8,
+    mask: __m256i,
+}
+
+impl Lanes for Eight {
+    type Node = WideNode;
+    type Near = (__m256, __m256);
+
+    #[inline(always)]
+    fn enter(&self, node: &WideNode, limit: f32) -> ((__m256, __m256), u32) {
+        // SAFETY: see `Eight`.
+        unsafe { enter(&self.ray, node, limit, self.mask) }
+    }
+
+    #[inline(always)]
+    fn child(node: &WideNode, lane: usize) -> u32 {
+        node.children[lane]
+    }
+
+    #[inline(always)]
+    fn push_nearest_last(
+        node: &WideNode,
+        (near, entered): (__m256, __m256),
+        hits: u32,
+        stack: &mut [Entry],
+        top: &mut usize,
+    ) -> u32 {
+        // SAFETY: see `Eight`.
+        let lanes = unsafe { entries(node, near, entered, hits) };
+        let count = hits.count_ones() as usize;
+        if count <= 4 {
+            let [a, b, c, d, ..] = lanes;
+            push_nearest_last([a, b, c, d], count, stack, top)
         } else {
-            probe.bvh_node();
-            let node = &nodes[current as usize];
-            let (near, entered) = enter(ray, node, limit(search), mask);
-            let hits = _mm256_movemask_ps(entered) as u32;
-            if hits != 0 && hits & (hits - 1) == 0 {
-                current = node.children[hits.trailing_zeros() as usize];
-                continue 'visit;
-            }
-            if hits != 0 {
-                let lanes = entries(node, near, entered, hits);
-                let count = hits.count_ones() as usize;
-                current = if count <= 4 {
-                    let [a, b, c, d, ..] = lanes;
-                    push_nearest_last([a, b, c, d], count, stack, &mut top)
-                } else {
-                    push_many(lanes, count, stack, &mut top)
-                };
-                continue 'visit;
-            }
+            push_many(lanes, count, stack, top)
         }
-        match pop_within(stack, &mut top, limit(search)) {
-            Some(next) => current = next,
-            None => return Ok(()),
-        }
+    }
+
+    fn core_hit(&self, _cores: &[CoreLanes], _node: u32) -> bool {
+        // (Any-hit searches the four-wide trees.)
+        false
     }
 }
 

@@ -159,10 +159,35 @@ tree_node!(
     [f32::NEG_INFINITY; WIDE]
 );
 
+/// Proof that this processor has the instructions the eight-wide search is
+/// compiled for (AVX2, BMI1, BMI2, POPCNT, LZCNT): only [`Avx2::detect`]
+/// makes one, and the eight-wide trees are searched only with one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Avx2(());
+
+impl Avx2 {
+    /// The proof, where the processor has the features.
+    pub fn detect() -> Option<Avx2> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let all = std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("bmi1")
+                && std::is_x86_feature_detected!("bmi2")
+                && std::is_x86_feature_detected!("popcnt")
+                && std::is_x86_feature_detected!("lzcnt");
+            all.then_some(Avx2(()))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        None
+    }
+}
+
 /// The same trees eight wide, for the full trace's search on processors
 /// with AVX2 (built only there; empty elsewhere).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WideTrees {
+    /// Where the trees were built: the processor runs their search.
+    avx2: Option<Avx2>,
     pub brushes: Vec<WideNode>,
     pub patches: Vec<WideNode>,
     pub combined: Vec<WideNode>,
@@ -174,7 +199,13 @@ pub struct WideTrees {
 impl WideTrees {
     /// Whether the trees were built (the processor has AVX2).
     pub fn present(&self) -> bool {
-        !self.brushes.is_empty() || !self.combined.is_empty()
+        self.avx2.is_some() && (!self.brushes.is_empty() || !self.combined.is_empty())
+    }
+
+    /// The proof that the trees can be searched here, when they were built.
+    #[inline(always)]
+    pub fn avx2(&self) -> Option<Avx2> {
+        self.avx2.filter(|_| self.present())
     }
 
     /// The tree over brushes and patches for a box or shape of half-size
@@ -246,6 +277,7 @@ impl Bvh {
         facet_patch: Vec::new(),
         stack_depth: 0,
         wide: WideTrees {
+            avx2: None,
             brushes: Vec::new(),
             patches: Vec::new(),
             combined: Vec::new(),
@@ -420,9 +452,13 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             .map(reference)
             .eq(whole_patch_items.iter().map(reference))
     });
-    let wide = wide_available();
+    let avx2 = Avx2::detect();
+    let wide = avx2.is_some();
     let (brushes, brush_copies) = best_tree(&brush_items);
-    let mut wide_trees = WideTrees::default();
+    let mut wide_trees = WideTrees {
+        avx2,
+        ..WideTrees::default()
+    };
     if wide {
         wide_trees.brushes = tree(brush_items, brush_copies);
         wide_trees.patches = tree(ray_patch_items.clone(), 0);
@@ -487,22 +523,6 @@ fn tree<N: TreeNode>(items: Vec<Item>, copies: usize) -> Vec<N> {
         build_node(items, &mut nodes, &mut { copies });
     }
     nodes
-}
-
-/// Whether this processor runs the eight-wide search (AVX2).
-pub fn wide_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2")
-            && std::is_x86_feature_detected!("bmi1")
-            && std::is_x86_feature_detected!("bmi2")
-            && std::is_x86_feature_detected!("popcnt")
-            && std::is_x86_feature_detected!("lzcnt")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// A move for judging a tree: start, end and the half-size of its box.
