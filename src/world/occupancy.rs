@@ -287,11 +287,10 @@ impl Occupancy {
         // summed in float lanes (a mispredicted one costs what was done
         // meanwhile).
         let cells = |v: Vec4| {
-            truncate_lanes(
-                ((v - self.origin_xyz) * self.scale)
-                    .max(Vec4::ZERO)
-                    .min(self.last_xyz),
-            )
+            truncate_lanes(clamp_lanes(
+                (v - self.origin_xyz) * self.scale,
+                self.last_xyz,
+            ))
         };
         let ([x0, y0, z0, _], [x1, y1, z1, _]) = (cells(lo), cells(hi));
         // (Whole numbers: below the limit exactly when the float product
@@ -378,15 +377,13 @@ impl Occupancy {
     }
 
     /// Per lane, the cell along `axis` holding `v` (its index, a whole
-    /// number), clamped to the grid (`max` before `min`: a NaN lane becomes
-    /// cell 0).
+    /// number), clamped to the grid (a NaN lane becomes cell 0).
     #[inline(always)]
     fn cells_along(&self, v: Vec4, axis: usize) -> Vec4 {
-        whole_lanes(
-            ((v - self.origin[axis]) * self.scale)
-                .max(Vec4::ZERO)
-                .min(self.last[axis]),
-        )
+        whole_lanes(clamp_lanes(
+            (v - self.origin[axis]) * self.scale,
+            self.last[axis],
+        ))
     }
 
     /// Table entry `at`, an offset of a corner of cells from
@@ -395,7 +392,8 @@ impl Occupancy {
     fn at(&self, at: u32) -> u16 {
         debug_assert!((at as usize) < self.table.len());
         // SAFETY: `cells_along` (and `is_clear`, alike) clamps each axis's
-        // index to `0..cells` (a NaN lane to 0), and a corner is at most
+        // index to `0..cells` ([`clamp_lanes`] maps a NaN lane to 0 by
+        // definition, not by a library's unspecified choice), and a corner is at most
         // one past it, so the offset is at most `cells.x + cells.y * row +
         // cells.z * slab`, the table's last entry. Checked, the eight
         // loads' compares and branches were a fifth of the first pass's
@@ -446,6 +444,26 @@ fn prefix_sums<T: Copy>(values: &mut [T], dims: [usize; 3], add: impl Fn(T, T) -
         let (below, from_z) = values.split_at_mut(z * plane);
         add_run(&mut from_z[..plane], &below[(z - 1) * plane..]);
     }
+}
+
+/// Each lane of `v` clamped to `0..=hi` (`hi` finite and at least 0); a
+/// NaN lane becomes 0. On x86_64, `MAXPS` returns its second operand when
+/// either is NaN (Intel's definition of the instruction), so `max(v, 0)`
+/// holds no NaN and the `MINPS` after it compares numbers.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn clamp_lanes(v: Vec4, hi: Vec4) -> Vec4 {
+    use std::arch::x86_64::{_mm_max_ps, _mm_min_ps, _mm_setzero_ps};
+    // SAFETY: value-only SSE intrinsics (every x86_64 processor has SSE2).
+    Vec4::from(unsafe { _mm_min_ps(_mm_max_ps(v.into(), _mm_setzero_ps()), hi.into()) })
+}
+
+/// Each lane of `v` clamped to `0..=hi`; a NaN lane becomes 0 (a lane that
+/// is not at least 0, NaN included, is replaced by 0 before the minimum).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn clamp_lanes(v: Vec4, hi: Vec4) -> Vec4 {
+    Vec4::select(v.cmpge(Vec4::ZERO), v, Vec4::ZERO).min(hi)
 }
 
 /// `v` (lanes at least 0, below 2^24) rounded toward zero.
