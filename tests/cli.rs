@@ -886,9 +886,10 @@ fn compile_names_a_missing_source_once() {
 }
 
 /// `bspq load` over HTTP checks what it can before the clock starts, as the
-/// gRPC transports do: a URL without a scheme, a server that is not there
-/// and a line that is not a query each stop it with one message (it used
-/// to count millions of failed requests and print their latencies).
+/// gRPC transports do: an address that is none (a usage error, status 2),
+/// a server that is not there and a line that is not a query each stop it
+/// with one message (it used to count millions of failed requests and print
+/// their latencies).
 #[test]
 fn load_over_http_refuses_a_bad_url_a_missing_server_and_bad_lines() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -906,10 +907,11 @@ fn load_over_http_refuses_a_bad_url_a_missing_server_and_bad_lines() {
         .expect("a free port");
     let http = format!("http://{closed}");
     let bare = closed.to_string();
-    for (url, queries, needle) in [
-        (bare.as_str(), &good, "invalid URL"),
-        (http.as_str(), &good, "cannot connect to"),
-        (http.as_str(), &bad, "query line 2"),
+    for (url, queries, needle, status) in [
+        ("ftp://127.0.0.1:21", &good, "give HOST:PORT", 2),
+        (bare.as_str(), &good, "cannot connect to", 1),
+        (http.as_str(), &good, "cannot connect to", 1),
+        (http.as_str(), &bad, "query line 2", 1),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
             .args([
@@ -926,8 +928,92 @@ fn load_over_http_refuses_a_bad_url_a_missing_server_and_bad_lines() {
             .output()
             .expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{url}: {stderr}");
-        assert!(stderr.contains(needle), "{url}: {stderr}");
+        assert_eq!(out.status.code(), Some(status), "{url}: {stderr}");
+        assert_eq!(stderr.matches(needle).count(), 1, "{url}: {stderr}");
         assert!(out.stdout.is_empty(), "{url}: no report");
+    }
+}
+
+/// A query file of one ray, for the commands that send queries to a server.
+fn one_ray_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("ray.jsonl");
+    std::fs::write(&path, "{\"start\":[0,0,0],\"end\":[0,0,-64]}\n").expect("write");
+    path
+}
+
+/// Every subcommand that talks to a server takes its address as HOST:PORT
+/// or http://HOST:PORT (`trace --server` and `load --url` used to refuse
+/// the bare address `health --grpc` takes), and refuses anything else as
+/// a usage error naming the forms, before it connects.
+#[test]
+fn server_addresses_are_host_port_or_a_url_everywhere() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queries = one_ray_file(dir.path());
+    let server = common::server::BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    let (http_url, grpc_url) = (server.http_url(), server.grpc_url());
+    let input = b"{\"point\":[0,0,0]}\n{\"start\":[0,0,0],\"end\":[0,0,-64]}\n";
+    let map = common::map_path("q3dm6ish");
+    let offline = trace_bytes(&["--world", map.to_str().expect("utf-8")], input);
+    assert!(offline.status.success(), "{}", stderr_of(&offline));
+    for address in [server.grpc.as_str(), grpc_url.as_str()] {
+        let remote = trace_bytes(&["--server", address, "--world", "q3dm6ish"], input);
+        assert!(remote.status.success(), "{address}: {}", stderr_of(&remote));
+        assert_eq!(remote.stdout, offline.stdout, "{address}");
+
+        let health = bspq(["health", "--grpc", address]);
+        assert!(health.status.success(), "{address}: {}", stderr_of(&health));
+    }
+    for (transport, addresses) in [
+        ("http", [server.http.as_str(), http_url.as_str()]),
+        ("grpc-unary", [server.grpc.as_str(), grpc_url.as_str()]),
+        ("grpc-stream", [server.grpc.as_str(), grpc_url.as_str()]),
+    ] {
+        for address in addresses {
+            let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+                .args(["load", "--transport", transport, "--url", address])
+                .args(["--world", "q3dm6ish", "--concurrency", "1"])
+                .args(["--duration", "20", "--max-requests", "3", "--json"])
+                .arg("--queries")
+                .arg(&queries)
+                .output()
+                .expect("bspq load runs");
+            let what = format!("{transport} {address}: {}", stderr_of(&out));
+            assert!(out.status.success(), "{what}");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let summary: serde_json::Value =
+                serde_json::from_str(stdout.lines().last().expect("a summary")).expect("JSON");
+            assert_eq!(summary["requests"], 3, "{what}{summary}");
+            assert_eq!(summary["errors"], 0, "{what}{summary}");
+        }
+    }
+    let queries = queries.to_str().expect("utf-8");
+    for args in [
+        vec!["trace", "--world", "q3dm6ish", "--server", "127.0.0.1"],
+        vec![
+            "trace",
+            "--world",
+            "q3dm6ish",
+            "--server",
+            "ftp://127.0.0.1:1",
+        ],
+        vec!["health", "--grpc", "http://127.0.0.1:1/v1"],
+        vec![
+            "load",
+            "--world",
+            "w",
+            "--queries",
+            queries,
+            "--url",
+            "h:port",
+        ],
+    ] {
+        let out = bspq(&args);
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.matches("give HOST:PORT").count(),
+            1,
+            "{args:?}: {stderr}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Subcommands, one file each.
 
 mod accuracy;
+mod address;
 mod bench;
 mod check;
 mod compile;

@@ -1,5 +1,5 @@
 //! `bspq trace`: JSON query lines in, answer lines out — answered by the
-//! kernel in process, or by a server over gRPC with `--server URL`.
+//! kernel in process, or by a server over gRPC with `--server ADDR`.
 
 use super::WorldArgs;
 use anyhow::Context;
@@ -18,9 +18,9 @@ use std::process::ExitCode;
 pub struct TraceArgs {
     #[command(flatten)]
     world: WorldArgs,
-    /// Ask a bspq server over gRPC (e.g. http://127.0.0.1:50051) instead of
-    /// loading the world: `--world` then names a world the server serves.
-    #[arg(long, env = "BSPQ_SERVER")]
+    /// Ask a bspq server over gRPC at ADDR (HOST:PORT or http://HOST:PORT)
+    /// instead of loading the world: `--world` then names a world the server serves.
+    #[arg(long, env = "BSPQ_SERVER", value_name = "ADDR", value_parser = super::address::server_url)]
     server: Option<String>,
     /// Lines answered per batch (locally, or per round of gRPC calls with `--server`).
     #[arg(long, default_value_t = 1024, value_parser = super::count_up_to::<{ super::MAX_BATCH }>)]

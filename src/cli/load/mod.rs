@@ -39,8 +39,9 @@ impl Transport {
 
 #[derive(Args)]
 pub struct LoadArgs {
-    /// Server URL (default http://127.0.0.1:8080 for HTTP, http://127.0.0.1:50051 for gRPC).
-    #[arg(long)]
+    /// Server address, HOST:PORT or http://HOST:PORT (default 127.0.0.1:8080
+    /// for HTTP, 127.0.0.1:50051 for gRPC).
+    #[arg(long, value_name = "ADDR", value_parser = super::address::server_url)]
     url: Option<String>,
     /// World name on the server.
     #[arg(long)]
