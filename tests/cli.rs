@@ -1017,3 +1017,41 @@ fn server_addresses_are_host_port_or_a_url_everywhere() {
         );
     }
 }
+
+/// `bspq load` against a world the server does not have stops at the first
+/// 404 (HTTP) or NOT_FOUND (gRPC) with the server's reason once and status
+/// 1, on every transport: it used to fail every request for `--duration`.
+#[test]
+fn load_stops_at_the_first_unknown_world_answer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queries = one_ray_file(dir.path());
+    let server = common::server::BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    for (transport, address) in [
+        ("http", &server.http),
+        ("grpc-unary", &server.grpc),
+        ("grpc-stream", &server.grpc),
+    ] {
+        let started = std::time::Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args(["load", "--transport", transport, "--url", address])
+            .args(["--world", "nope", "--concurrency", "2"])
+            .args(["--duration", "60", "--max-requests", "100000", "--json"])
+            .arg("--queries")
+            .arg(&queries)
+            .output()
+            .expect("bspq load runs");
+        let elapsed = started.elapsed();
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{transport}: {stderr}");
+        assert!(
+            elapsed < std::time::Duration::from_secs(20),
+            "{transport}: ran {elapsed:?}"
+        );
+        assert_eq!(
+            stderr.matches("no world named \"nope\"").count(),
+            1,
+            "{transport}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{transport}: no report");
+    }
+}

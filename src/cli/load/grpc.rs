@@ -133,6 +133,10 @@ impl Plan {
             let started = paced_start(&mut pacer).await;
             let outcome = match stub.trace(request).await {
                 Ok(response) => check_answer(&response.into_inner(), expected, None),
+                Err(status) if status.code() == tonic::Code::NotFound => {
+                    budget.abort(self.not_found(&status));
+                    break;
+                }
                 Err(status) => Err(status_text(&status)),
             };
             tally.record(started, outcome);
@@ -148,6 +152,10 @@ impl Plan {
             .await
         {
             Ok(response) => response.into_inner(),
+            Err(status) if status.code() == tonic::Code::NotFound => {
+                budget.abort(self.not_found(&status));
+                return tally;
+            }
             Err(status) => {
                 tally.record(Instant::now(), Err(status_text(&status)));
                 return tally;
@@ -170,6 +178,10 @@ impl Plan {
             let outcome = match tokio::time::timeout(REQUEST_TIMEOUT, answers.next()).await {
                 Err(_) => Err("no answer within the timeout".to_owned()),
                 Ok(None) => Err("the server ended the stream".to_owned()),
+                Ok(Some(Err(status))) if status.code() == tonic::Code::NotFound => {
+                    budget.abort(self.not_found(&status));
+                    break;
+                }
                 Ok(Some(Err(status))) => Err(status_text(&status)),
                 Ok(Some(Ok(answer))) => check_answer(&answer, expected, Some(sequence)),
             };
@@ -180,6 +192,15 @@ impl Plan {
             }
         }
         tally
+    }
+}
+
+impl Plan {
+    /// Why NOT_FOUND stops the run: every request names the same world, so
+    /// every one would fail alike.
+    fn not_found(&self, status: &tonic::Status) -> String {
+        let message = super::error_message(status.message());
+        format!("{} answered NOT_FOUND: {message}", self.url)
     }
 }
 

@@ -108,25 +108,32 @@ impl Plan {
                 }
                 None => Instant::now(),
             };
-            let outcome = agent
+            let answer = agent
                 .post(&self.url)
                 .header("Content-Type", "application/json")
                 .send(body.as_str())
-                .map_err(|e| e.to_string())
                 .and_then(|mut response| {
-                    let status = response.status().as_u16();
-                    let text = response
-                        .body_mut()
-                        .read_to_string()
-                        .map_err(|e| e.to_string())?;
-                    if status == 200 {
-                        Ok(())
-                    } else {
-                        Err(format!("HTTP {status}: {text}"))
-                    }
+                    let text = response.body_mut().read_to_string()?;
+                    Ok((response.status().as_u16(), text))
                 });
+            let outcome = match answer {
+                Ok((200, _)) => Ok(()),
+                Ok((404, text)) => {
+                    budget.abort(not_found(&self.url, &text));
+                    break;
+                }
+                Ok((status, text)) => Err(format!("HTTP {status}: {text}")),
+                Err(e) => Err(e.to_string()),
+            };
             tally.record(started, outcome);
         }
         tally
     }
+}
+
+/// Why a 404 stops the run: every request names the same world (or route),
+/// so every one would fail alike.
+fn not_found(url: &str, body: &str) -> String {
+    let message = super::error_message(body);
+    format!("POST {url} answered 404 Not Found: {message}")
 }
