@@ -1055,3 +1055,52 @@ fn load_stops_at_the_first_unknown_world_answer() {
         assert!(out.stdout.is_empty(), "{transport}: no report");
     }
 }
+
+/// `bspq bench` shows what it is timing on standard error when that is a
+/// terminal (here `script`'s pseudo-terminal), and nothing when it is not;
+/// standard output holds the JSON object alone either way.
+#[test]
+fn bench_shows_progress_on_a_terminal_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queries = one_ray_file(dir.path());
+    let bench = format!(
+        "'{}' bench --json --no-parry --no-shapes --runs=1 --min-run-ms=300 --world '{}' --queries '{}'",
+        env!("CARGO_BIN_EXE_bspq"),
+        common::map_path("q3dm6ish").display(),
+        queries.display()
+    );
+    let json_alone = |stdout: &[u8]| {
+        let text = String::from_utf8_lossy(stdout).into_owned();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let report: serde_json::Value = serde_json::from_str(&text).expect("JSON alone");
+        assert_eq!(report["queries"], 1, "{report}");
+    };
+
+    let piped = Command::new("sh")
+        .args(["-c", &bench])
+        .stdin(Stdio::null())
+        .output()
+        .expect("sh runs");
+    assert!(piped.status.success(), "{}", stderr_of(&piped));
+    json_alone(&piped.stdout);
+    let stderr = stderr_of(&piped);
+    assert!(!stderr.contains("timing"), "{stderr}");
+    assert!(
+        !stderr.contains('\r') && !stderr.contains('\x1b'),
+        "{stderr:?}"
+    );
+
+    // Standard error on script's terminal, standard output to a file.
+    let stdout_file = dir.path().join("stdout.json");
+    let on_terminal = Command::new("script")
+        .args(["-q", "-e", "-c"])
+        .arg(format!("{bench} > '{}'", stdout_file.display()))
+        .arg("/dev/null")
+        .stdin(Stdio::null())
+        .output()
+        .expect("script (util-linux) runs");
+    let terminal = String::from_utf8_lossy(&on_terminal.stdout);
+    assert!(on_terminal.status.success(), "{terminal}");
+    assert!(terminal.contains("timing single traces"), "{terminal:?}");
+    json_alone(&std::fs::read(&stdout_file).expect("stdout file"));
+}
