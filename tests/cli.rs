@@ -1104,3 +1104,34 @@ fn bench_shows_progress_on_a_terminal_only() {
     assert!(terminal.contains("timing single traces"), "{terminal:?}");
     json_alone(&std::fs::read(&stdout_file).expect("stdout file"));
 }
+
+/// A server that is not there: `health --grpc` and `load` over gRPC say
+/// why once (health used to print only "transport error", load
+/// "tcp connect error" twice), with status 1.
+#[test]
+fn connect_errors_name_their_cause_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queries = one_ray_file(dir.path());
+    // A port nobody listens on: bound, then released.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let health = bspq(["health", "--grpc", &closed, "--timeout", "5"]);
+    let said = String::from_utf8_lossy(&health.stdout);
+    assert_eq!(health.status.code(), Some(1), "{said}");
+    assert_eq!(said.matches("Connection refused").count(), 1, "{said}");
+    for transport in ["grpc-unary", "grpc-stream"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args(["load", "--transport", transport, "--url", &closed])
+            .args(["--world", "w", "--duration", "5", "--queries"])
+            .arg(&queries)
+            .output()
+            .expect("bspq load runs");
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.matches("connect error").count(), 1, "{stderr}");
+        assert_eq!(stderr.matches("Connection refused").count(), 1, "{stderr}");
+        assert!(out.stdout.is_empty(), "{transport}: no report");
+    }
+}

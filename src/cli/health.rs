@@ -64,7 +64,10 @@ fn check_grpc(url: &str, service: &str, timeout: Duration) -> anyhow::Result<boo
                 .await
                 .map(|r| r.into_inner().status()),
             Err(e) => {
-                println!("unhealthy: cannot connect to {url}: {e}");
+                println!(
+                    "unhealthy: cannot connect to {url}: {}",
+                    super::causes_once(&e)
+                );
                 return Ok(false);
             }
         };

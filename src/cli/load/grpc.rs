@@ -92,7 +92,10 @@ impl Plan {
                     .timeout(REQUEST_TIMEOUT)
                     .connect()
                     .await
-                    .with_context(|| format!("cannot connect to {}", self.url))?;
+                    .map_err(|err| {
+                        let causes = crate::cli::causes_once(&err);
+                        anyhow::anyhow!("cannot connect to {}: {causes}", self.url)
+                    })?;
                 let stub = Client::new(channel)
                     .max_decoding_message_size(usize::MAX)
                     .max_encoding_message_size(usize::MAX);
