@@ -11,6 +11,7 @@ use crate::trace::{
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+use subtle::ConstantTimeEq;
 use thiserror::Error;
 
 /// Request limits, configurable, with safe defaults.
@@ -466,12 +467,9 @@ impl Service {
         let Some(presented) = authorization.and_then(bearer_token) else {
             return Err(ServiceError::Unauthenticated);
         };
-        let (a, b) = (expected.as_bytes(), presented.as_bytes());
-        let mut diff = (a.len() != b.len()) as u8;
-        for i in 0..a.len().max(b.len()) {
-            diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
-        }
-        if diff == 0 {
+        // The time taken tells nothing of the bytes (only whether the
+        // lengths differ, which `subtle` does not hide).
+        if bool::from(expected.as_bytes().ct_eq(presented.as_bytes())) {
             Ok(())
         } else {
             Err(ServiceError::Unauthenticated)
