@@ -2,7 +2,7 @@
 //! coherence pass and packets do with queries that share their start (the
 //! oracle files' queries are spread over the whole map).
 
-use bspq::math::{Vec3, XorShift};
+use bspq::math::Vec3;
 use bspq::trace::TraceQuery;
 use clap::ValueEnum;
 
@@ -29,15 +29,15 @@ const GROUND_CHECK: f32 = 0.25;
 /// The derived workload: `traces.len()` queries (fewer when the file has
 /// fewer than one fan or tick's worth), the same on every run.
 pub fn derive(kind: Derive, traces: &[TraceQuery]) -> Vec<TraceQuery> {
-    let mut rng = XorShift(0x005e_ed0f_b5f0);
+    let mut rng = fastrand::Rng::with_seed(0x005e_ed0f_b5f0);
     let mut out = Vec::with_capacity(traces.len());
     match kind {
         Derive::Fans => {
             for q in traces.iter().take(traces.len() / FAN) {
-                let heading = rng.unit() * std::f32::consts::TAU;
+                let heading = rng.f32() * std::f32::consts::TAU;
                 for _ in 0..FAN {
-                    let yaw = heading + (rng.unit() - 0.5) * 1.6;
-                    let pitch = (rng.unit() - 0.5) * 0.6;
+                    let yaw = heading + (rng.f32() - 0.5) * 1.6;
+                    let pitch = (rng.f32() - 0.5) * 0.6;
                     let dir = Vec3::new(
                         yaw.cos() * pitch.cos(),
                         yaw.sin() * pitch.cos(),
