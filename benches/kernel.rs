@@ -25,25 +25,13 @@ const SEED: u64 = 0x5eed_b5b0_2024_0001;
 const PLAYER_MINS: Vec3 = Vec3::new(-15.0, -15.0, -24.0);
 const PLAYER_MAXS: Vec3 = Vec3::new(15.0, 15.0, 32.0);
 
-/// SplitMix64: small, fast and the same on every machine.
-struct Rng(u64);
+/// The bench's query sets, the same on every run and machine (fastrand's
+/// seeded generator, as the CLI's workloads use).
+struct Rng(fastrand::Rng);
 
 impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-
     fn range(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * self.unit()
+        lo + (hi - lo) * self.0.f32()
     }
 
     fn point_in(&mut self, lo: Vec3, hi: Vec3) -> Vec3 {
@@ -112,7 +100,7 @@ fn points(world: &World, rng: &mut Rng) -> Vec<Vec3> {
 }
 
 fn bench_map(c: &mut Criterion, name: &str, world: &World) {
-    let mut rng = Rng(SEED);
+    let mut rng = Rng(fastrand::Rng::with_seed(SEED));
     let rays = traces(world, &mut rng, Vec3::ZERO, Vec3::ZERO, MASK_SOLID);
     let boxes = traces(world, &mut rng, PLAYER_MINS, PLAYER_MAXS, MASK_PLAYERSOLID);
     let pts = points(world, &mut rng);

@@ -11,6 +11,7 @@ use crate::trace::{
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+use subtle::ConstantTimeEq;
 use thiserror::Error;
 
 /// Request limits, configurable, with safe defaults.
@@ -466,12 +467,9 @@ impl Service {
         let Some(presented) = authorization.and_then(bearer_token) else {
             return Err(ServiceError::Unauthenticated);
         };
-        let (a, b) = (expected.as_bytes(), presented.as_bytes());
-        let mut diff = (a.len() != b.len()) as u8;
-        for i in 0..a.len().max(b.len()) {
-            diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
-        }
-        if diff == 0 {
+        // The time taken tells nothing of the bytes (only whether the
+        // lengths differ, which `subtle` does not hide).
+        if bool::from(expected.as_bytes().ct_eq(presented.as_bytes())) {
             Ok(())
         } else {
             Err(ServiceError::Unauthenticated)
@@ -579,28 +577,12 @@ fn bearer_token(authorization: &str) -> Option<&str> {
         .then(|| token.trim_start_matches(' '))
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for a time after 1970.
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC, milliseconds).
 pub fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + (month <= 2) as i64;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
+    // humantime formats 1970 to 9999 and panics outside: a clock set that
+    // far wrong shows as the nearest end instead.
+    let last = UNIX_EPOCH + std::time::Duration::from_millis(253_402_300_799_999);
+    humantime::format_rfc3339_millis(t.clamp(UNIX_EPOCH, last)).to_string()
 }
 
 #[cfg(test)]
@@ -618,6 +600,14 @@ mod tests {
         assert_eq!(
             rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_219_200)),
             "2026-11-21T00:00:00.000Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH - Duration::from_secs(1)),
+            "1970-01-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(300_000_000_000)),
+            "9999-12-31T23:59:59.999Z"
         );
     }
 

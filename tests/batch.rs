@@ -70,7 +70,7 @@ fn check_map(map: &str, curves: bool) {
     }
 
     // Batches of several sizes, shuffled, on one and two threads.
-    let mut rng = Rng(0xba7c_4000 ^ curves as u64);
+    let mut rng = Rng::new(0xba7c_4000 ^ curves as u64);
     for threads in [1, 2] {
         for size in [1, 7, 64, 1000, queries.len()] {
             let mut order: Vec<usize> = (0..queries.len()).collect();
@@ -305,7 +305,7 @@ fn mixed_batches_answer_in_order() {
                 .map(|l| Request::from(parse_query(l))),
         );
     }
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     rng.shuffle(&mut queries);
     // Every third trace asks any-hit instead.
     for (i, q) in queries.iter_mut().enumerate() {
@@ -388,8 +388,8 @@ fn grazing_moves_match_the_reference_walk() {
         let loaded = load_world(map, true);
         let world = loaded.view();
         let reference = world.reference();
-        let mut rng = Rng(0x96a2_e000 + map.len() as u64);
-        let mut unit = move || (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
+        let mut rng = Rng::new(0x96a2_e000 + map.len() as u64);
+        let mut unit = move || rng.unit();
         let mut scratch = Scratch::new();
         let mut hits = 0;
         let mut moves = Vec::new();
@@ -470,8 +470,8 @@ fn moves_near_patches_and_shape_grazes_match_the_reference_walk() {
         let loaded = load_world(map, true);
         let world = loaded.view();
         let reference = world.reference();
-        let mut rng = Rng(0x51ce_0000 + map.len() as u64);
-        let mut unit = move || (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
+        let mut rng = Rng::new(0x51ce_0000 + map.len() as u64);
+        let mut unit = move || rng.unit();
         let mut scratch = Scratch::new();
         let mut hits = 0;
         let mut moves = Vec::new();
@@ -667,8 +667,8 @@ fn a_scratch_moving_between_worlds_answers_as_a_fresh_one() {
     let (a, b) = (with_curves.view(), without.view());
     assert_eq!(a.brushes.len(), b.brushes.len());
     assert_ne!(a.patches.len(), b.patches.len());
-    let mut rng = Rng(0x5c7a_7c40);
-    let mut unit = move || (rng.next() >> 40) as f32 / (1u64 << 24) as f32;
+    let mut rng = Rng::new(0x5c7a_7c40);
+    let mut unit = move || rng.unit();
     let half = Vec3::new(15.0, 15.0, 24.0);
     let mut shared = Scratch::new();
     let mut solid = 0;

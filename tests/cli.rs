@@ -885,9 +885,10 @@ fn compile_names_a_missing_source_once() {
 }
 
 /// `bspq load` over HTTP checks what it can before the clock starts, as the
-/// gRPC transports do: a URL without a scheme, a server that is not there
-/// and a line that is not a query each stop it with one message (it used
-/// to count millions of failed requests and print their latencies).
+/// gRPC transports do: an address that is none (a usage error, status 2),
+/// a server that is not there and a line that is not a query each stop it
+/// with one message (it used to count millions of failed requests and print
+/// their latencies).
 #[test]
 fn load_over_http_refuses_a_bad_url_a_missing_server_and_bad_lines() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -905,10 +906,11 @@ fn load_over_http_refuses_a_bad_url_a_missing_server_and_bad_lines() {
         .expect("a free port");
     let http = format!("http://{closed}");
     let bare = closed.to_string();
-    for (url, queries, needle) in [
-        (bare.as_str(), &good, "invalid URL"),
-        (http.as_str(), &good, "cannot connect to"),
-        (http.as_str(), &bad, "query line 2"),
+    for (url, queries, needle, status) in [
+        ("ftp://127.0.0.1:21", &good, "give HOST:PORT", 2),
+        (bare.as_str(), &good, "cannot connect to", 1),
+        (http.as_str(), &good, "cannot connect to", 1),
+        (http.as_str(), &bad, "query line 2", 1),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
             .args([
@@ -925,8 +927,210 @@ fn load_over_http_refuses_a_bad_url_a_missing_server_and_bad_lines() {
             .output()
             .expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{url}: {stderr}");
-        assert!(stderr.contains(needle), "{url}: {stderr}");
+        assert_eq!(out.status.code(), Some(status), "{url}: {stderr}");
+        assert_eq!(stderr.matches(needle).count(), 1, "{url}: {stderr}");
         assert!(out.stdout.is_empty(), "{url}: no report");
+    }
+}
+
+/// A query file of one ray, for the commands that send queries to a server.
+fn one_ray_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("ray.jsonl");
+    std::fs::write(&path, "{\"start\":[0,0,0],\"end\":[0,0,-64]}\n").expect("write");
+    path
+}
+
+/// Every subcommand that talks to a server takes its address as HOST:PORT
+/// or http://HOST:PORT (`trace --server` and `load --url` used to refuse
+/// the bare address `health --grpc` takes), and refuses anything else as
+/// a usage error naming the forms, before it connects.
+#[test]
+fn server_addresses_are_host_port_or_a_url_everywhere() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queries = one_ray_file(dir.path());
+    let server = common::server::BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    let (http_url, grpc_url) = (server.http_url(), server.grpc_url());
+    let input = b"{\"point\":[0,0,0]}\n{\"start\":[0,0,0],\"end\":[0,0,-64]}\n";
+    let map = common::map_path("q3dm6ish");
+    let offline = trace_bytes(&["--world", map.to_str().expect("utf-8")], input);
+    assert!(offline.status.success(), "{}", stderr_of(&offline));
+    for address in [server.grpc.as_str(), grpc_url.as_str()] {
+        let remote = trace_bytes(&["--server", address, "--world", "q3dm6ish"], input);
+        assert!(remote.status.success(), "{address}: {}", stderr_of(&remote));
+        assert_eq!(remote.stdout, offline.stdout, "{address}");
+
+        let health = bspq(["health", "--grpc", address]);
+        assert!(health.status.success(), "{address}: {}", stderr_of(&health));
+    }
+    for (transport, addresses) in [
+        ("http", [server.http.as_str(), http_url.as_str()]),
+        ("grpc-unary", [server.grpc.as_str(), grpc_url.as_str()]),
+        ("grpc-stream", [server.grpc.as_str(), grpc_url.as_str()]),
+    ] {
+        for address in addresses {
+            let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+                .args(["load", "--transport", transport, "--url", address])
+                .args(["--world", "q3dm6ish", "--concurrency", "1"])
+                .args(["--duration", "20", "--max-requests", "3", "--json"])
+                .arg("--queries")
+                .arg(&queries)
+                .output()
+                .expect("bspq load runs");
+            let what = format!("{transport} {address}: {}", stderr_of(&out));
+            assert!(out.status.success(), "{what}");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let summary: serde_json::Value =
+                serde_json::from_str(stdout.lines().last().expect("a summary")).expect("JSON");
+            assert_eq!(summary["requests"], 3, "{what}{summary}");
+            assert_eq!(summary["errors"], 0, "{what}{summary}");
+        }
+    }
+    let queries = queries.to_str().expect("utf-8");
+    for args in [
+        vec!["trace", "--world", "q3dm6ish", "--server", "127.0.0.1"],
+        vec![
+            "trace",
+            "--world",
+            "q3dm6ish",
+            "--server",
+            "ftp://127.0.0.1:1",
+        ],
+        vec!["health", "--grpc", "http://127.0.0.1:1/v1"],
+        vec![
+            "load",
+            "--world",
+            "w",
+            "--queries",
+            queries,
+            "--url",
+            "h:port",
+        ],
+    ] {
+        let out = bspq(&args);
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.matches("give HOST:PORT").count(),
+            1,
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// `bspq load` against a world the server does not have stops at the first
+/// 404 (HTTP) or NOT_FOUND (gRPC) with the server's reason once and status
+/// 1, on every transport: it used to fail every request for `--duration`.
+#[test]
+fn load_stops_at_the_first_unknown_world_answer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queries = one_ray_file(dir.path());
+    let server = common::server::BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    for (transport, address) in [
+        ("http", &server.http),
+        ("grpc-unary", &server.grpc),
+        ("grpc-stream", &server.grpc),
+    ] {
+        let started = std::time::Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args(["load", "--transport", transport, "--url", address])
+            .args(["--world", "nope", "--concurrency", "2"])
+            .args(["--duration", "60", "--max-requests", "100000", "--json"])
+            .arg("--queries")
+            .arg(&queries)
+            .output()
+            .expect("bspq load runs");
+        let elapsed = started.elapsed();
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{transport}: {stderr}");
+        assert!(
+            elapsed < std::time::Duration::from_secs(20),
+            "{transport}: ran {elapsed:?}"
+        );
+        assert_eq!(
+            stderr.matches("no world named \"nope\"").count(),
+            1,
+            "{transport}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{transport}: no report");
+    }
+}
+
+/// `bspq bench` shows what it is timing on standard error when that is a
+/// terminal (here `script`'s pseudo-terminal), and nothing when it is not;
+/// standard output holds the JSON object alone either way.
+#[test]
+fn bench_shows_progress_on_a_terminal_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queries = one_ray_file(dir.path());
+    let bench = format!(
+        "'{}' bench --json --no-parry --no-shapes --runs=1 --min-run-ms=300 --world '{}' --queries '{}'",
+        env!("CARGO_BIN_EXE_bspq"),
+        common::map_path("q3dm6ish").display(),
+        queries.display()
+    );
+    let json_alone = |stdout: &[u8]| {
+        let text = String::from_utf8_lossy(stdout).into_owned();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        let report: serde_json::Value = serde_json::from_str(&text).expect("JSON alone");
+        assert_eq!(report["queries"], 1, "{report}");
+    };
+
+    let piped = Command::new("sh")
+        .args(["-c", &bench])
+        .stdin(Stdio::null())
+        .output()
+        .expect("sh runs");
+    assert!(piped.status.success(), "{}", stderr_of(&piped));
+    json_alone(&piped.stdout);
+    let stderr = stderr_of(&piped);
+    assert!(!stderr.contains("timing"), "{stderr}");
+    assert!(
+        !stderr.contains('\r') && !stderr.contains('\x1b'),
+        "{stderr:?}"
+    );
+
+    // Standard error on script's terminal, standard output to a file.
+    let stdout_file = dir.path().join("stdout.json");
+    let on_terminal = Command::new("script")
+        .args(["-q", "-e", "-c"])
+        .arg(format!("{bench} > '{}'", stdout_file.display()))
+        .arg("/dev/null")
+        .stdin(Stdio::null())
+        .output()
+        .expect("script (util-linux) runs");
+    let terminal = String::from_utf8_lossy(&on_terminal.stdout);
+    assert!(on_terminal.status.success(), "{terminal}");
+    assert!(terminal.contains("timing single traces"), "{terminal:?}");
+    json_alone(&std::fs::read(&stdout_file).expect("stdout file"));
+}
+
+/// A server that is not there: `health --grpc` and `load` over gRPC say
+/// why once (health used to print only "transport error", load
+/// "tcp connect error" twice), with status 1.
+#[test]
+fn connect_errors_name_their_cause_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let queries = one_ray_file(dir.path());
+    // A port nobody listens on: bound, then released.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let health = bspq(["health", "--grpc", &closed, "--timeout", "5"]);
+    let said = String::from_utf8_lossy(&health.stdout);
+    assert_eq!(health.status.code(), Some(1), "{said}");
+    assert_eq!(said.matches("Connection refused").count(), 1, "{said}");
+    for transport in ["grpc-unary", "grpc-stream"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args(["load", "--transport", transport, "--url", &closed])
+            .args(["--world", "w", "--duration", "5", "--queries"])
+            .arg(&queries)
+            .output()
+            .expect("bspq load runs");
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.matches("connect error").count(), 1, "{stderr}");
+        assert_eq!(stderr.matches("Connection refused").count(), 1, "{stderr}");
+        assert!(out.stdout.is_empty(), "{transport}: no report");
     }
 }

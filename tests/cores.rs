@@ -104,7 +104,7 @@ fn node_cores_lie_inside_their_children() {
 
 #[test]
 fn any_hit_through_cores_is_a_full_trace_below_one() {
-    let mut rng = Rng(0x5eed_c0de);
+    let mut rng = Rng::new(0x5eed_c0de);
     for map in MAPS {
         let loaded = load_world(map, true);
         let world = loaded.view();

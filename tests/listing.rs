@@ -133,7 +133,7 @@ fn assert_as_walk(world: &World, queries: &[TraceQuery], what: &str) {
 
 #[test]
 fn brushes_taken_out_of_a_leaf_are_traced_as_the_walk_does() {
-    let mut rng = Rng(0x5eed_1157);
+    let mut rng = Rng::new(0x5eed_1157);
     for map in MAPS {
         let mut data = compile(map);
         let mut picked = Vec::new();
@@ -163,7 +163,7 @@ fn brushes_taken_out_of_a_leaf_are_traced_as_the_walk_does() {
 
 #[test]
 fn patches_taken_out_of_a_leaf_are_traced_as_the_walk_does() {
-    let mut rng = Rng(0x09a7_c4e5);
+    let mut rng = Rng::new(0x09a7_c4e5);
     // Of the committed maps, oa_ctf2 has patches.
     let mut data = compile("oa_ctf2");
     let mut picked = Vec::new();
@@ -214,7 +214,7 @@ fn grazing_rays(world: &World, p: usize, rng: &mut Rng, count: usize) -> Vec<Tra
 /// moves aimed at them answer as the walk does.
 #[test]
 fn unlisted_pieces_of_the_committed_maps_are_traced_as_the_walk_does() {
-    let mut rng = Rng(0x0011_57ed);
+    let mut rng = Rng::new(0x0011_57ed);
     for map in MAPS {
         let loaded = LoadedWorld::from_data(compile(map)).expect("committed map loads");
         let world = loaded.view();
@@ -241,7 +241,7 @@ fn unlisted_pieces_of_the_committed_maps_are_traced_as_the_walk_does() {
 /// `world::border_starts`): such rays answer as the walk does.
 #[test]
 fn rays_starting_on_a_facet_border_plane_are_traced_as_the_walk_does() {
-    let mut rng = Rng(0x000b_0de5);
+    let mut rng = Rng::new(0x000b_0de5);
     let loaded = LoadedWorld::from_data(compile("oa_ctf2")).expect("committed map loads");
     let world = loaded.view();
     let mut planes = Vec::new();
@@ -293,7 +293,7 @@ fn rays_starting_on_a_facet_border_plane_are_traced_as_the_walk_does() {
 #[test]
 fn facets_with_nearly_axial_planes_are_traced_as_the_walk_does() {
     for (tilt, seed) in [(0.002, 0x0a11_7117), (0.05, 0x0a11_7118)] {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let loaded = LoadedWorld::from_data(tilted_patch_planes("oa_ctf2", tilt, &mut rng))
             .expect("still a valid world");
         let world = loaded.view();
@@ -369,7 +369,7 @@ fn tilted_patch_planes(map: &str, tilt: f32, rng: &mut Rng) -> WorldData {
 /// well past the facet's polygon grown by the box.
 #[test]
 fn a_box_meets_a_loosely_bounded_facet_only_within_its_bounds() {
-    let mut rng = Rng(0x0a11_7119);
+    let mut rng = Rng::new(0x0a11_7119);
     let loaded = LoadedWorld::from_data(tilted_patch_planes("oa_ctf2", 0.05, &mut rng))
         .expect("still a valid world");
     let world = loaded.view();

@@ -411,13 +411,7 @@ proptest! {
             .collect();
         // Visit in another order (a seeded permutation), sharing one scratch.
         let mut order: Vec<usize> = (0..batch.len()).collect();
-        let mut s = order_seed | 1;
-        for i in (1..order.len()).rev() {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            order.swap(i, (s % (i as u64 + 1)) as usize);
-        }
+        fastrand::Rng::with_seed(order_seed).shuffle(&mut order);
         let mut shared = Scratch::new();
         for pass in 0..2 {
             for &i in &order {

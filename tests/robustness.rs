@@ -77,7 +77,7 @@ const NASTY_WORDS: [u32; 12] = [
 ];
 
 fn mutations(original: &[u8], count: usize, seed: u64) -> Vec<Mutation> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let lumps = collision_lumps(original);
     let header = 8 + 17 * 8;
     let mut out = Vec::with_capacity(count);
@@ -299,7 +299,7 @@ fn mutated_maps_give_errors_or_valid_worlds() {
                                 Ok(loaded) => {
                                     let world = loaded.view();
                                     check_world(&world)?;
-                                    exercise(&world, &mut Rng(i as u64));
+                                    exercise(&world, &mut Rng::new(i as u64));
                                     Ok(true)
                                 }
                                 Err(e) => {

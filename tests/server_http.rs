@@ -835,3 +835,29 @@ fn every_error_is_a_counted_json_body() {
         "only a valid name's failed load is a series"
     );
 }
+
+/// `GET /v1/worlds` lists each world exactly as `GET /v1/worlds/{name}`
+/// describes it, bounds in the same (shortest f32) digits: the list used
+/// to widen them to f64 first (-800.0002441406250 against -800.00024 for
+/// the bundled world's bounds).
+#[test]
+fn the_world_list_and_a_world_give_the_same_bounds() {
+    let server = TestServer::start(None, Limits::default());
+    let text = |path: &str| {
+        let mut resp = agent()
+            .get(&format!("{}{path}", server.base))
+            .call()
+            .expect("request completes");
+        assert_eq!(resp.status().as_u16(), 200, "{path}");
+        resp.body_mut().read_to_string().expect("body")
+    };
+    let (list, one) = (text("/v1/worlds"), text("/v1/worlds/q3dm6ish"));
+    // The description's bounds as sent, and the same text in the list.
+    let start = one.find("\"bounds\":{").expect("bounds");
+    let bounds = &one[start..=start + one[start..].find('}').expect("bounds end")];
+    assert!(list.contains(bounds), "{bounds} in {list}");
+    let list: serde_json::Value = serde_json::from_str(&list).expect("JSON");
+    let one: serde_json::Value = serde_json::from_str(&one).expect("JSON");
+    assert_eq!(list["worlds"].as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(list["worlds"][0], one);
+}

@@ -80,7 +80,7 @@ fn check_map(map: &str, curves: bool) {
         ..world
     };
     assert!(!four.kernel.bvh.wide.present());
-    let mut rng = Rng(0x8_1de ^ curves as u64);
+    let mut rng = Rng::new(0x8_1de ^ curves as u64);
     let queries = queries(map, &world, &mut rng);
     let mut scratch = Scratch::new();
     for (i, q) in queries.iter().enumerate() {

@@ -72,7 +72,7 @@ fn field(bytes: &[u8], kind: SectionKind, index: usize, field: usize) -> usize {
 
 /// A few queries of each kind through a loaded world: must not panic.
 fn exercise(world: &World, seed: u64) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let lo = Vec3::from_array(world.mins).max(Vec3::splat(-65536.0));
     let hi = Vec3::from_array(world.maxs).min(Vec3::splat(65536.0));
     let (lo, hi) = if lo.cmple(hi).all() {
@@ -175,7 +175,7 @@ fn truncations_are_errors() {
         cuts.extend([s.offset + s.byte_len / 2, s.offset + s.byte_len]);
         cuts.push((s.offset + s.byte_len).saturating_sub(1));
     }
-    let mut rng = Rng(0x0074_7275_6e63);
+    let mut rng = Rng::new(0x0074_7275_6e63);
     cuts.extend((0..200).map(|_| rng.below(bytes.len())));
     let content_end = sections(bytes)
         .iter()
@@ -208,7 +208,7 @@ fn truncations_are_errors() {
 #[test]
 fn byte_flips_without_resealing_fail_the_checksum() {
     let original = original();
-    let mut rng = Rng(0x666c_6970);
+    let mut rng = Rng::new(0x666c_6970);
     for i in 0..400 {
         let mut bytes = original.to_vec();
         let at = 64 + rng.below(bytes.len() - 64);
@@ -264,7 +264,7 @@ const NASTY_WORDS: [u32; 14] = [
 #[test]
 fn sealed_random_word_overwrites_in_every_section() {
     let original = original();
-    let mut rng = Rng(0x776f_7264);
+    let mut rng = Rng::new(0x776f_7264);
     let (mut valid, mut errors) = (0, 0);
     for s in sections(original) {
         for i in 0..120 {
@@ -656,7 +656,7 @@ fn indices_and_ranges_out_of_bounds_are_errors() {
             vec![8, u32::MAX],
         ),
     ];
-    let mut rng = Rng(0x696e_6478);
+    let mut rng = Rng::new(0x696e_6478);
     for (what, kind, offset, values) in cases {
         let n = section(bytes, kind).count;
         assert!(n > 0, "{what}: the test map has no {kind:?}");
@@ -770,7 +770,7 @@ fn hull_original() -> &'static [u8] {
 fn load_hull_world(bytes: &[u8], seed: u64) -> Result<(), bspq::world::load::LoadError> {
     let world = LoadedWorld::from_compiled_bytes(bytes)?;
     let view = world.view();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut scratch = Scratch::new();
     let (lo, hi) = (Vec3::from_array(view.mins), Vec3::from_array(view.maxs));
     let point = |rng: &mut Rng| lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
@@ -862,7 +862,7 @@ fn corrupt_hull_sections_are_typed_errors() {
     });
     assert_eq!(msg, "hull_leaf_patches");
     // Random byte changes inside the hull sections: errors or working worlds.
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let hull_ranges: Vec<SectionEntry> = format::HULL_SECTIONS.iter().map(|&k| sec(k)).collect();
     for round in 0..200 {
         let s = &hull_ranges[rng.below(hull_ranges.len())];

@@ -16,8 +16,10 @@ use bspq::trace::{
 };
 use bspq::world::World;
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
 use parry::{Baseline, ParryQuery};
 use std::hint::black_box;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -340,11 +342,55 @@ fn run_parry(
     })
 }
 
+/// What is being timed, as a spinner on standard error when that is a
+/// terminal (a run takes many seconds and prints only at the end); nothing
+/// otherwise, so logs and `--json` output stay as they were.
+pub(crate) struct Progress(Option<ProgressBar>);
+
+impl Progress {
+    fn new() -> Self {
+        Progress(std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            if let Ok(style) = ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+                bar.set_style(style);
+            }
+            bar.enable_steady_tick(Duration::from_millis(100));
+            bar
+        }))
+    }
+
+    /// Says what runs next.
+    pub(crate) fn stage(&self, what: impl Into<std::borrow::Cow<'static, str>>) {
+        if let Some(bar) = &self.0 {
+            bar.set_message(what);
+        }
+    }
+
+    /// A line on standard error, with the spinner out of its way.
+    fn eprintln(&self, line: &str) {
+        match &self.0 {
+            Some(bar) => bar.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// Gone before the report (or an error) is printed.
+    fn drop(&mut self) {
+        if let Some(bar) = &self.0 {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 fn ratio(a: f64, b: f64) -> f64 {
     a / b.max(f64::MIN_POSITIVE)
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let progress = Progress::new();
+    progress.stage("loading the world");
     let load_start = Instant::now();
     let loaded = args.world.open()?;
     let world = loaded.view();
@@ -362,7 +408,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             Err(err) => {
                 rejected += 1;
                 if rejected <= 5 {
-                    eprintln!("bspq: {}:{}: {err}", args.queries.display(), index + 1);
+                    progress.eprintln(&format!(
+                        "bspq: {}:{}: {err}",
+                        args.queries.display(),
+                        index + 1
+                    ));
                 }
             }
         }
@@ -375,6 +425,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let min_run = Duration::from_millis(args.min_run_ms);
 
     let mut scratch = Scratch::new();
+    progress.stage("timing single traces");
     let bspq = measure(traces.len(), args.runs, min_run, || {
         trace_pass(&world, &traces, &mut scratch)
     });
@@ -390,17 +441,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .as_ref()
         .filter(|_| !traces.is_empty())
         .map(|kernel| {
+            progress.stage("timing single traces, four-wide trees");
             let four = World { kernel, ..world };
             measure(traces.len(), args.runs, min_run, || {
                 trace_pass(&four, &traces, &mut scratch)
             })
         });
+    progress.stage("timing points");
     let bspq_points = measure(points.len(), args.runs, min_run, || {
         for p in &points {
             black_box(point_contents(&world, black_box(*p)));
         }
     });
     let single = BatchOptions::single_thread();
+    progress.stage("timing batches");
     let bspq_batch = measure(traces.len(), args.runs, min_run, || {
         for chunk in traces.chunks(args.batch) {
             black_box(trace_queries(&world, black_box(chunk), &single));
@@ -410,18 +464,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let sieve = Sieve::new(&world);
     let sifted = traces.iter().filter(|q| sieve.touches_nothing(q)).count();
     let sifted_share = sifted as f64 / traces.len().max(1) as f64;
+    progress.stage("timing any-hit");
     let bspq_anyhit = measure(traces.len(), args.runs, min_run, || {
         for q in &traces {
             black_box(any_hit(&world, black_box(q), &mut scratch));
         }
     });
     // Any-hit batches, with the same first pass.
+    progress.stage("timing any-hit batches");
     let bspq_anyhit_batch = measure(traces.len(), args.runs, min_run, || {
         for chunk in traces.chunks(args.batch) {
             black_box(any_hit_queries(&world, black_box(chunk), &single));
         }
     });
     let (threaded, one_thread) = if args.threads > 1 && !traces.is_empty() {
+        progress.stage(format!("timing batches on {} threads", args.threads));
         let (many, one) = measure_threads(
             &world,
             &traces,
@@ -437,13 +494,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let parry = if args.no_parry || traces.is_empty() {
         None
     } else {
+        progress.stage("building and timing the parry3d baseline");
         Some(run_parry(&world, &traces, args.runs, min_run)?)
     };
 
     let hull_runs = args
         .hulls
         .iter()
-        .map(|name| hull::run(&world, name, &traces, args.runs, min_run))
+        .map(|name| {
+            progress.stage(format!("timing hull {name}"));
+            hull::run(&world, name, &traces, args.runs, min_run)
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let box_list: Vec<TraceQuery> = traces
         .iter()
@@ -460,9 +521,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             args.exact_limit,
             args.runs,
             min_run,
+            &progress,
         )
     };
 
+    if args.stats {
+        progress.stage("counting walk steps");
+    }
     let counters = (args.stats && !traces.is_empty()).then(|| walk_stats(&world, &traces, false));
     let ray_list: Vec<TraceQuery> = traces
         .iter()
@@ -593,6 +658,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             .collect();
         report.push(format!("walk {kind:<6} {}", parts.join(", ")));
     }
+    drop(progress);
     for line in &report {
         if args.json {
             eprintln!("{line}");

@@ -12,7 +12,6 @@ use super::WorldArgs;
 use anyhow::{bail, Context};
 use bspq::accuracy::{shape_query, KINDS};
 use bspq::conformance::read_query_lines;
-use bspq::math::XorShift;
 use bspq::query::{Query, QueryLine, ShapeLine};
 use bspq::trace::{
     any_hit, any_hit_queries, point_contents, trace, trace_queries, BatchOptions, Scratch,
@@ -61,7 +60,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let world = loaded.view();
     let moves = match &args.queries {
         Some(path) => file_moves(path)?,
-        None => random_moves(&world, &mut XorShift::seeded(args.seed), args.moves),
+        None => random_moves(&world, &mut fastrand::Rng::with_seed(args.seed), args.moves),
     };
     let mut failed = compare(&world, "", &moves);
     // The same boxes as spheres, capsules, cylinders and convex hulls:
@@ -227,11 +226,11 @@ pub(super) fn query_line(q: &TraceQuery) -> String {
 /// Moves from points in the world's bounds on the 1/8-unit grid (most in
 /// empty space), straight down, along an axis, level or any way, from 1
 /// to 4 000 units long, and slides along the planes some of them hit.
-fn random_moves(world: &World, rng: &mut XorShift, count: usize) -> Vec<TraceQuery> {
+fn random_moves(world: &World, rng: &mut fastrand::Rng, count: usize) -> Vec<TraceQuery> {
     let (lo, hi) = (Vec3::from(world.mins), Vec3::from(world.maxs));
     let snap = |v: Vec3| (v * 8.0).round() / 8.0;
     let point =
-        |rng: &mut XorShift| snap(lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit()));
+        |rng: &mut fastrand::Rng| snap(lo + (hi - lo) * Vec3::new(rng.f32(), rng.f32(), rng.f32()));
     let mut empty = Vec::new();
     for _ in 0..count.min(50_000) * 2 {
         let p = point(rng);
@@ -239,29 +238,27 @@ fn random_moves(world: &World, rng: &mut XorShift, count: usize) -> Vec<TraceQue
             empty.push(p);
         }
     }
-    let below = |rng: &mut XorShift, n: usize| (rng.next_u64() % n as u64) as usize;
     let mut moves = Vec::with_capacity(count);
     while moves.len() < count {
-        let start = if !empty.is_empty() && rng.unit() < 0.85 {
-            empty[below(rng, empty.len())]
+        let start = if !empty.is_empty() && rng.f32() < 0.85 {
+            empty[rng.usize(..empty.len())]
         } else {
             point(rng)
         };
         let length = [
-            1.0 + 63.0 * rng.unit(),
-            64.0 + 448.0 * rng.unit(),
-            512.0 + 3488.0 * rng.unit(),
-        ][below(rng, 3)];
-        let dir = match below(rng, 4) {
+            1.0 + 63.0 * rng.f32(),
+            64.0 + 448.0 * rng.f32(),
+            512.0 + 3488.0 * rng.f32(),
+        ][rng.usize(..3)];
+        let dir = match rng.usize(..4) {
             0 => Vec3::NEG_Z,
-            1 => [Vec3::X, Vec3::Y, Vec3::Z, Vec3::NEG_X, Vec3::NEG_Y][below(rng, 5)],
-            2 => Vec3::new(rng.unit() - 0.5, rng.unit() - 0.5, 0.0).normalize_or(Vec3::X),
-            _ => Vec3::new(rng.unit() - 0.5, rng.unit() - 0.5, rng.unit() - 0.5)
-                .normalize_or(Vec3::Z),
+            1 => [Vec3::X, Vec3::Y, Vec3::Z, Vec3::NEG_X, Vec3::NEG_Y][rng.usize(..5)],
+            2 => Vec3::new(rng.f32() - 0.5, rng.f32() - 0.5, 0.0).normalize_or(Vec3::X),
+            _ => Vec3::new(rng.f32() - 0.5, rng.f32() - 0.5, rng.f32() - 0.5).normalize_or(Vec3::Z),
         };
         let end = snap(start + dir * length);
-        let (mins, maxs) = BOXES[below(rng, BOXES.len())];
-        let mask = MASKS[below(rng, MASKS.len())];
+        let (mins, maxs) = BOXES[rng.usize(..BOXES.len())];
+        let mask = MASKS[rng.usize(..MASKS.len())];
         let q = TraceQuery::boxed(start, end, Vec3::from(mins), Vec3::from(maxs), mask);
         // Every fourth move that hits something also slides along the plane.
         let slide = moves.len() % 4 == 0 && moves.len() + 1 < count;

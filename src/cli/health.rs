@@ -14,7 +14,7 @@ use tonic_health::pb::HealthCheckRequest;
 #[command(group(clap::ArgGroup::new("target").required(true).args(["grpc", "http"])))]
 pub struct HealthArgs {
     /// gRPC address (HOST:PORT or http://HOST:PORT): asks grpc.health.v1.Health/Check.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = super::address::server_url)]
     grpc: Option<String>,
     /// Service name for the gRPC check ("" is the whole server).
     #[arg(long, default_value = "", requires = "grpc")]
@@ -45,19 +45,15 @@ pub fn run(args: HealthArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn check_grpc(addr: &str, service: &str, timeout: Duration) -> anyhow::Result<bool> {
-    let url = if addr.contains("://") {
-        addr.to_owned()
-    } else {
-        format!("http://{addr}")
-    };
+/// `url`: as [`super::address::server_url`] gives it.
+fn check_grpc(url: &str, service: &str, timeout: Duration) -> anyhow::Result<bool> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start runtime")?;
     runtime.block_on(async {
-        let endpoint = tonic::transport::Endpoint::from_shared(url.clone())
-            .with_context(|| format!("bad gRPC address {addr:?}"))?
+        let endpoint = tonic::transport::Endpoint::from_shared(url.to_owned())
+            .with_context(|| format!("bad gRPC address {url:?}"))?
             .connect_timeout(timeout)
             .timeout(timeout);
         let status = match endpoint.connect().await {
@@ -68,7 +64,10 @@ fn check_grpc(addr: &str, service: &str, timeout: Duration) -> anyhow::Result<bo
                 .await
                 .map(|r| r.into_inner().status()),
             Err(e) => {
-                println!("unhealthy: cannot connect to {url}: {e}");
+                println!(
+                    "unhealthy: cannot connect to {url}: {}",
+                    super::causes_once(&e)
+                );
                 return Ok(false);
             }
         };

@@ -1,6 +1,7 @@
 //! Subcommands, one file each.
 
 mod accuracy;
+mod address;
 mod bench;
 mod check;
 mod compile;
@@ -151,6 +152,29 @@ pub(crate) fn load_error(
     } else {
         anyhow::Error::new(err).context(context())
     }
+}
+
+/// An error and its causes, each said once: a transport error's cause
+/// often repeats the words of the error it causes ("tcp connect error:
+/// tcp connect error: Connection refused").
+pub(crate) fn causes_once(err: &dyn std::error::Error) -> String {
+    let mut said: Vec<String> = Vec::new();
+    let mut next = Some(err);
+    while let Some(err) = next {
+        let text = err.to_string();
+        // A cause that begins with what was just said replaces it.
+        if said
+            .last()
+            .is_some_and(|last| text.starts_with(last.as_str()))
+        {
+            said.pop();
+        }
+        if !said.iter().any(|s| s.contains(&text)) {
+            said.push(text);
+        }
+        next = err.source();
+    }
+    said.join(": ")
 }
 
 /// Parses the command line; for `serve --config FILE` (or `BSPQ_CONFIG`),

@@ -1,5 +1,5 @@
 //! `bspq trace`: JSON query lines in, answer lines out — answered by the
-//! kernel in process, or by a server over gRPC with `--server URL`.
+//! kernel in process, or by a server over gRPC with `--server ADDR`.
 
 use super::WorldArgs;
 use anyhow::Context;
@@ -18,9 +18,9 @@ use std::process::ExitCode;
 pub struct TraceArgs {
     #[command(flatten)]
     world: WorldArgs,
-    /// Ask a bspq server over gRPC (e.g. http://127.0.0.1:50051) instead of
-    /// loading the world: `--world` then names a world the server serves.
-    #[arg(long, env = "BSPQ_SERVER")]
+    /// Ask a bspq server over gRPC at ADDR (HOST:PORT or http://HOST:PORT)
+    /// instead of loading the world: `--world` then names a world the server serves.
+    #[arg(long, env = "BSPQ_SERVER", value_name = "ADDR", value_parser = super::address::server_url)]
     server: Option<String>,
     /// Lines answered per batch (locally, or per round of gRPC calls with `--server`).
     #[arg(long, default_value_t = 1024, value_parser = super::count_up_to::<{ super::MAX_BATCH }>)]
@@ -154,7 +154,9 @@ fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCod
             .with_context(|| format!("bad server URL {server:?}"))?
             .connect()
             .await
-            .map_err(|err| anyhow::anyhow!("cannot connect to {server}: {}", causes_once(&err)))?;
+            .map_err(|err| {
+                anyhow::anyhow!("cannot connect to {server}: {}", super::causes_once(&err))
+            })?;
         let mut client = pb::collision_client::CollisionClient::new(channel)
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
@@ -196,29 +198,6 @@ type Client = pb::collision_client::CollisionClient<tonic::transport::Channel>;
 
 fn status_error(status: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("server answered {:?}: {}", status.code(), status.message())
-}
-
-/// An error and its causes, each said once: a transport error's cause
-/// often repeats the words of the error it causes ("tcp connect error:
-/// tcp connect error: Connection refused").
-fn causes_once(err: &dyn std::error::Error) -> String {
-    let mut said: Vec<String> = Vec::new();
-    let mut next = Some(err);
-    while let Some(err) = next {
-        let text = err.to_string();
-        // A cause that begins with what was just said replaces it.
-        if said
-            .last()
-            .is_some_and(|last| text.starts_with(last.as_str()))
-        {
-            said.pop();
-        }
-        if !said.iter().any(|s| s.contains(&text)) {
-            said.push(text);
-        }
-        next = err.source();
-    }
-    said.join(": ")
 }
 
 /// The query a server rejected in a request (as the service names it:

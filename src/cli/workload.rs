@@ -25,7 +25,6 @@ use anyhow::bail;
 use bspq::contents::{
     CONTENTS_PLAYERCLIP, CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT, MASK_SOLID,
 };
-use bspq::math::XorShift;
 use bspq::source::q3bsp::{looks_like_ibsp, Q3Bsp};
 use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
 use bspq::world::load::{read_source, WorldSpec};
@@ -74,7 +73,7 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<ExitCode> {
     }
     let loaded = args.world.open()?;
     let world = loaded.view();
-    let mut rng = XorShift::seeded(args.seed);
+    let mut rng = fastrand::Rng::with_seed(args.seed);
     // A Quake 3 map tells inside from outside by its leaves' clusters; a
     // compiled world file no longer holds them.
     let spec = WorldSpec::parse(&args.world.world);
@@ -112,7 +111,7 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<ExitCode> {
 fn inside_points(
     world: &World,
     source: Option<&Q3Bsp>,
-    rng: &mut XorShift,
+    rng: &mut fastrand::Rng,
     wanted: usize,
 ) -> Vec<Vec3> {
     let (lo, hi) = (Vec3::from(world.mins), Vec3::from(world.maxs));
@@ -139,7 +138,7 @@ fn inside_points(
         if points.len() == wanted {
             break;
         }
-        let p = snap(lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit()));
+        let p = snap(lo + (hi - lo) * Vec3::new(rng.f32(), rng.f32(), rng.f32()));
         let empty = point_contents(world, p) & (CONTENTS_SOLID | CONTENTS_PLAYERCLIP) == 0;
         if empty && inside(p) {
             points.push(p);
@@ -150,10 +149,10 @@ fn inside_points(
 
 /// Ray `i`: even ones a short move, odd ones a sight line to another start;
 /// the solid mask and the shot mask in turn.
-fn ray(starts: &[Vec3], rng: &mut XorShift, i: usize) -> TraceQuery {
+fn ray(starts: &[Vec3], rng: &mut fastrand::Rng, i: usize) -> TraceQuery {
     let start = pick(starts, rng);
     let end = if i.is_multiple_of(2) {
-        start + direction(rng) * (16.0 + 240.0 * rng.unit())
+        start + direction(rng) * (16.0 + 240.0 * rng.f32())
     } else {
         pick(starts, rng)
     };
@@ -171,12 +170,12 @@ fn ray(starts: &[Vec3], rng: &mut XorShift, i: usize) -> TraceQuery {
 fn moving_box(
     world: &World,
     starts: &[Vec3],
-    rng: &mut XorShift,
+    rng: &mut fastrand::Rng,
     scratch: &mut Scratch,
 ) -> TraceQuery {
-    let roll = rng.unit();
-    let player = |rng: &mut XorShift| {
-        if rng.unit() < 0.25 {
+    let roll = rng.f32();
+    let player = |rng: &mut fastrand::Rng| {
+        if rng.f32() < 0.25 {
             CROUCHING
         } else {
             STANDING
@@ -198,30 +197,30 @@ fn moving_box(
     }
     let end = if roll < 0.53 {
         // Mostly short steps, a few long ones, nearly level.
-        let angle = rng.unit() * std::f32::consts::TAU;
-        let length = 384.0 * rng.unit() * rng.unit();
+        let angle = rng.f32() * std::f32::consts::TAU;
+        let length = 384.0 * rng.f32() * rng.f32();
         let step = Vec3::new(angle.cos() * length, angle.sin() * length, 0.0);
-        start + step + Vec3::Z * ((rng.unit() - 0.5) * 128.0)
+        start + step + Vec3::Z * ((rng.f32() - 0.5) * 128.0)
     } else if roll < 0.70 {
-        start - Vec3::Z * (16.0 + 984.0 * rng.unit())
+        start - Vec3::Z * (16.0 + 984.0 * rng.f32())
     } else {
-        start + direction(rng) * (400.0 * rng.unit())
+        start + direction(rng) * (400.0 * rng.f32())
     };
     TraceQuery::boxed(start, snap(end), mins, maxs, mask)
 }
 
 /// A small box: half the time a cube about its centre, else a box of three
 /// sizes off its centre.
-fn small_box(rng: &mut XorShift) -> ([f32; 3], [f32; 3]) {
-    if rng.unit() < 0.5 {
-        let half = snap_scalar(1.0 + 31.0 * rng.unit());
+fn small_box(rng: &mut fastrand::Rng) -> ([f32; 3], [f32; 3]) {
+    if rng.f32() < 0.5 {
+        let half = snap_scalar(1.0 + 31.0 * rng.f32());
         return ([-half; 3], [half; 3]);
     }
     let mut mins = [0.0; 3];
     let mut maxs = [0.0; 3];
     for k in 0..3 {
-        let half = 2.0 + 30.0 * rng.unit();
-        let offset = (rng.unit() - 0.5) * 80.0;
+        let half = 2.0 + 30.0 * rng.f32();
+        let offset = (rng.f32() - 0.5) * 80.0;
         mins[k] = snap_scalar(offset - half);
         maxs[k] = snap_scalar(offset + half);
     }
@@ -229,9 +228,9 @@ fn small_box(rng: &mut XorShift) -> ([f32; 3], [f32; 3]) {
 }
 
 /// A direction uniform over the sphere.
-fn direction(rng: &mut XorShift) -> Vec3 {
+fn direction(rng: &mut fastrand::Rng) -> Vec3 {
     loop {
-        let v = Vec3::new(rng.unit(), rng.unit(), rng.unit()) * 2.0 - Vec3::ONE;
+        let v = Vec3::new(rng.f32(), rng.f32(), rng.f32()) * 2.0 - Vec3::ONE;
         let length = v.length();
         if length > 1e-3 && length <= 1.0 {
             return v / length;
@@ -239,8 +238,8 @@ fn direction(rng: &mut XorShift) -> Vec3 {
     }
 }
 
-fn pick(starts: &[Vec3], rng: &mut XorShift) -> Vec3 {
-    starts[(rng.next_u64() % starts.len() as u64) as usize]
+fn pick(starts: &[Vec3], rng: &mut fastrand::Rng) -> Vec3 {
+    starts[rng.usize(..starts.len())]
 }
 
 /// On the 1/32-unit grid.

@@ -200,8 +200,19 @@ async fn metrics(State(state): State<HttpState>) -> Response {
         .into_response()
 }
 
-async fn list_worlds(State(state): State<HttpState>) -> Json<serde_json::Value> {
-    Json(serde_json::json!({ "worlds": state.service.describe_all() }))
+/// `GET /v1/worlds`: serialized straight from the descriptions, as
+/// `GET /v1/worlds/{name}` is. (Through `json!` the f32 bounds were widened
+/// to f64 first, so the list said 1.100000023841858 where the single
+/// world said 1.1.)
+#[derive(serde::Serialize)]
+struct WorldList {
+    worlds: Vec<crate::service::WorldDescription>,
+}
+
+async fn list_worlds(State(state): State<HttpState>) -> Json<WorldList> {
+    Json(WorldList {
+        worlds: state.service.describe_all(),
+    })
 }
 
 async fn get_world(

@@ -132,32 +132,31 @@ pub fn load_set(map: &str, set: &str, curves: bool) -> OracleSet {
     }
 }
 
-/// Deterministic pseudo-random numbers (SplitMix64) for generated cases.
-pub struct Rng(pub u64);
+/// Deterministic pseudo-random numbers for generated cases: fastrand's
+/// seeded generator (the one the CLI uses), under the names the tests call.
+pub struct Rng(fastrand::Rng);
 
 impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(fastrand::Rng::with_seed(seed))
+    }
+
     pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.u64(..)
     }
 
     /// Uniform in `0..n` (0 when `n` is 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0.usize(..n.max(1))
     }
 
     /// Uniform in `[0, 1)`.
     pub fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+        self.0.f32()
     }
 
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, (self.next() % (i as u64 + 1)) as usize);
-        }
+        self.0.shuffle(v);
     }
 }
 

@@ -144,6 +144,7 @@ pub fn run(
     exact_limit: usize,
     runs: usize,
     min_run: Duration,
+    progress: &super::Progress,
 ) -> Vec<ShapeRow> {
     let mut scratch = Scratch::new();
     let mut rows = Vec::new();
@@ -164,6 +165,7 @@ pub fn run(
         if shifted.is_empty() {
             continue;
         }
+        progress.stage(format!("timing {kind} sweeps"));
         let exact: Vec<TraceQuery> = shifted
             .iter()
             .take(exact_limit)

@@ -92,7 +92,10 @@ impl Plan {
                     .timeout(REQUEST_TIMEOUT)
                     .connect()
                     .await
-                    .with_context(|| format!("cannot connect to {}", self.url))?;
+                    .map_err(|err| {
+                        let causes = crate::cli::causes_once(&err);
+                        anyhow::anyhow!("cannot connect to {}: {causes}", self.url)
+                    })?;
                 let stub = Client::new(channel)
                     .max_decoding_message_size(usize::MAX)
                     .max_encoding_message_size(usize::MAX);
@@ -133,6 +136,10 @@ impl Plan {
             let started = paced_start(&mut pacer).await;
             let outcome = match stub.trace(request).await {
                 Ok(response) => check_answer(&response.into_inner(), expected, None),
+                Err(status) if status.code() == tonic::Code::NotFound => {
+                    budget.abort(self.not_found(&status));
+                    break;
+                }
                 Err(status) => Err(status_text(&status)),
             };
             tally.record(started, outcome);
@@ -148,6 +155,10 @@ impl Plan {
             .await
         {
             Ok(response) => response.into_inner(),
+            Err(status) if status.code() == tonic::Code::NotFound => {
+                budget.abort(self.not_found(&status));
+                return tally;
+            }
             Err(status) => {
                 tally.record(Instant::now(), Err(status_text(&status)));
                 return tally;
@@ -170,6 +181,10 @@ impl Plan {
             let outcome = match tokio::time::timeout(REQUEST_TIMEOUT, answers.next()).await {
                 Err(_) => Err("no answer within the timeout".to_owned()),
                 Ok(None) => Err("the server ended the stream".to_owned()),
+                Ok(Some(Err(status))) if status.code() == tonic::Code::NotFound => {
+                    budget.abort(self.not_found(&status));
+                    break;
+                }
                 Ok(Some(Err(status))) => Err(status_text(&status)),
                 Ok(Some(Ok(answer))) => check_answer(&answer, expected, Some(sequence)),
             };
@@ -180,6 +195,15 @@ impl Plan {
             }
         }
         tally
+    }
+}
+
+impl Plan {
+    /// Why NOT_FOUND stops the run: every request names the same world, so
+    /// every one would fail alike.
+    fn not_found(&self, status: &tonic::Status) -> String {
+        let message = super::error_message(status.message());
+        format!("{} answered NOT_FOUND: {message}", self.url)
     }
 }
 

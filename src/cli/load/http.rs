@@ -12,22 +12,15 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// The plan, once the URL, the query lines and the server are known to
-    /// be good: a run against a bad one would only count failures.
+    /// The plan, once the query lines and the server are known to be good
+    /// (`base_url` was checked as `--url` was parsed): a run against a bad
+    /// one would only count failures.
     pub fn new(
         base_url: &str,
         world: &str,
         lines: &[String],
         batch: usize,
     ) -> anyhow::Result<Self> {
-        let base_url = base_url.trim_end_matches('/');
-        let uri: ureq::http::Uri = base_url
-            .parse()
-            .with_context(|| format!("invalid URL {base_url:?}"))?;
-        anyhow::ensure!(
-            matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some(),
-            "invalid URL {base_url:?}: expected http://HOST:PORT"
-        );
         // Whether a line makes sense is the server's to say (a hull only it
         // knows); whether it is a query line at all is checked here.
         for (index, line) in lines.iter().enumerate() {
@@ -115,25 +108,32 @@ impl Plan {
                 }
                 None => Instant::now(),
             };
-            let outcome = agent
+            let answer = agent
                 .post(&self.url)
                 .header("Content-Type", "application/json")
                 .send(body.as_str())
-                .map_err(|e| e.to_string())
                 .and_then(|mut response| {
-                    let status = response.status().as_u16();
-                    let text = response
-                        .body_mut()
-                        .read_to_string()
-                        .map_err(|e| e.to_string())?;
-                    if status == 200 {
-                        Ok(())
-                    } else {
-                        Err(format!("HTTP {status}: {text}"))
-                    }
+                    let text = response.body_mut().read_to_string()?;
+                    Ok((response.status().as_u16(), text))
                 });
+            let outcome = match answer {
+                Ok((200, _)) => Ok(()),
+                Ok((404, text)) => {
+                    budget.abort(not_found(&self.url, &text));
+                    break;
+                }
+                Ok((status, text)) => Err(format!("HTTP {status}: {text}")),
+                Err(e) => Err(e.to_string()),
+            };
             tally.record(started, outcome);
         }
         tally
     }
+}
+
+/// Why a 404 stops the run: every request names the same world (or route),
+/// so every one would fail alike.
+fn not_found(url: &str, body: &str) -> String {
+    let message = super::error_message(body);
+    format!("POST {url} answered 404 Not Found: {message}")
 }

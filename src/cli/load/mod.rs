@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Longest wait for one answer before it counts as an error.
@@ -39,8 +39,9 @@ impl Transport {
 
 #[derive(Args)]
 pub struct LoadArgs {
-    /// Server URL (default http://127.0.0.1:8080 for HTTP, http://127.0.0.1:50051 for gRPC).
-    #[arg(long)]
+    /// Server address, HOST:PORT or http://HOST:PORT (default 127.0.0.1:8080
+    /// for HTTP, 127.0.0.1:50051 for gRPC).
+    #[arg(long, value_name = "ADDR", value_parser = super::address::server_url)]
     url: Option<String>,
     /// World name on the server.
     #[arg(long)]
@@ -80,9 +81,23 @@ pub(crate) struct Budget {
     clients: usize,
     stop: AtomicBool,
     requests_left: AtomicU64,
+    /// Why the run was cut short: an answer that every later request would
+    /// get too (no such world), so that it is reported once, not counted.
+    fatal: Mutex<Option<String>>,
 }
 
 impl Budget {
+    /// Stops every client; the first reason given is the one reported.
+    fn abort(&self, reason: String) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut fatal = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        fatal.get_or_insert(reason);
+    }
+
+    fn fatal(&self) -> Option<String> {
+        self.fatal.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
     fn pacer(&self, client: usize) -> Pacer {
         Pacer::new(self.rate, self.clients, client)
     }
@@ -181,6 +196,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
         clients: args.concurrency,
         stop: AtomicBool::new(false),
         requests_left: AtomicU64::new(args.max_requests),
+        fatal: Mutex::new(None),
     });
     let duration = Duration::from_secs_f64(args.duration);
     let started = Instant::now();
@@ -196,9 +212,15 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
             let plan = Arc::new(grpc::Plan::new(&url, &args.world, &lines, args.batch)?);
             let mean = plan.mean_batch();
             let stream = args.transport == Transport::GrpcStream;
-            (plan.run(args.concurrency, stream, budget, duration)?, mean)
+            (
+                plan.run(args.concurrency, stream, Arc::clone(&budget), duration)?,
+                mean,
+            )
         }
     };
+    if let Some(reason) = budget.fatal() {
+        anyhow::bail!("{reason}");
+    }
     let elapsed = started.elapsed().as_secs_f64();
     report(&args, &mut tally, elapsed, queries_per_request);
     Ok(if tally.errors == 0 {
@@ -206,6 +228,15 @@ pub fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The message of the server's JSON error body (`{"error":{"message":…}}`,
+/// as both transports carry it), or the text as it is.
+fn error_message(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| text.trim().to_owned())
 }
 
 fn report(args: &LoadArgs, tally: &mut Tally, elapsed: f64, queries_per_request: f64) {
