@@ -159,10 +159,10 @@ fn check_finds_the_fast_paths_equal_to_the_walk() {
         assert!(out.status.success(), "{map}: {text}");
         assert!(text.starts_with("moves  "), "{map}: {text}");
         assert!(text.contains(" 5000 ("), "{map}: {text}");
-        // Rays and boxes, then the same boxes as shapes: six paths each,
-        // seven where the full trace also has the four-wide search to check
+        // Rays and boxes, then the same boxes as shapes: five paths each,
+        // six where the full trace also has the four-wide search to check
         // (AVX2: see `world::bvh::WideTrees`).
-        let paths = if Avx2::detect().is_some() { 7 } else { 6 };
+        let paths = if Avx2::detect().is_some() { 6 } else { 5 };
         let differ: Vec<&str> = text.lines().filter(|l| l.contains(" differ")).collect();
         assert_eq!(differ.len(), 2 * paths, "{map}: {text}");
         for line in &differ[..paths] {
