@@ -208,30 +208,3 @@ pub fn splat_axes(v: Vec3A) -> [Vec4; 3] {
 pub fn lanes_of(bits: u32) -> BVec4A {
     BVec4A::new(bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0)
 }
-
-/// A small deterministic generator (Marsaglia's 64-bit xorshift): the same
-/// numbers on every run and machine, for derived benchmark workloads and
-/// randomised tests. Not for anything that needs unpredictability.
-#[derive(Debug, Clone)]
-pub struct XorShift(pub u64);
-
-impl XorShift {
-    /// A generator for a user's seed: any seed, 0 included, gives a
-    /// non-zero state, and nearby seeds start far apart.
-    pub fn seeded(seed: u64) -> Self {
-        XorShift(seed.max(1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    /// The next state (never 0 from a non-zero seed).
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform in [0, 1), from the state's top 24 bits.
-    pub fn unit(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}

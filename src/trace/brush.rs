@@ -354,22 +354,22 @@ pub(crate) fn box_in_brush(world: &World, brush: &Brush, w: &TraceWork) -> bool 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::math::{Vec3, XorShift};
+    use crate::math::Vec3;
     use crate::trace::shape::{Capsule, Cylinder, Sphere, Support};
     use crate::trace::work::TraceQuery;
 
     /// The tests' generator: the same cases on every run.
-    struct Rng(XorShift);
+    struct Rng(fastrand::Rng);
 
     impl Rng {
         fn next(&mut self) -> u64 {
-            self.0.next_u64()
+            self.0.u64(..)
         }
 
         /// Uniform in `lo..hi`, on a 1/64 grid half the time (exact ties
         /// and distances of exactly 1/8 unit, as map coordinates give).
         fn range(&mut self, lo: f32, hi: f32) -> f32 {
-            let v = lo + (hi - lo) * self.0.unit();
+            let v = lo + (hi - lo) * self.0.f32();
             if self.next() & 1 == 0 {
                 (v * 64.0).round() / 64.0
             } else {
@@ -505,7 +505,7 @@ pub(crate) mod tests {
     /// missing brushes of 1 to 13 sides (every remainder of four).
     #[test]
     fn lane_clip_equals_the_reference_clip() {
-        let mut rng = Rng(XorShift(0x9e37_79b9_7f4a_7c15));
+        let mut rng = Rng(fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15));
         let mut kinds = [0usize; 4];
         for case in 0..40_000 {
             let (planes, start, end, half) = random_case(&mut rng, case);
@@ -585,7 +585,7 @@ pub(crate) mod tests {
     /// (where the first in the brush's order must win), whatever that order.
     #[test]
     fn axial_clip_equals_the_reference_clip() {
-        let mut rng = Rng(XorShift(0x51_7cc1_b727_220a));
+        let mut rng = Rng(fastrand::Rng::with_seed(0x51_7cc1_b727_220a));
         let mut kinds = [0usize; 3];
         let mut ties = 0;
         for case in 0..80_000 {
@@ -703,7 +703,7 @@ pub(crate) mod tests {
     /// (whose shifts are computed in lanes), sides and bevels split anywhere.
     #[test]
     fn shape_lane_clip_equals_the_reference_clip() {
-        let mut rng = Rng(XorShift(0x2545_f491_4f6c_dd1d));
+        let mut rng = Rng(fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1d));
         let mut kinds = [0usize; 3];
         for case in 0..30_000 {
             let (planes, start, end, half) = random_case(&mut rng, case);

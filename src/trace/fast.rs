@@ -1070,7 +1070,6 @@ pub(super) fn brush_contact(world: &World, index: usize, side: usize) -> Contact
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::XorShift;
 
     /// Packed entries order as (entry fraction, child) do, `-0.0` as `0.0`,
     /// and the network sorts any four of them (lanes not entered first).
@@ -1100,11 +1099,11 @@ mod tests {
             assert!(*a < Entry::NONE);
         }
         // Every choice of four (with repeats) and every set of lanes entered.
-        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
+        let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
         for _ in 0..20_000 {
-            let mut pick = || entries[(rng.next_u64() % entries.len() as u64) as usize].2;
+            let mut pick = || entries[rng.usize(..entries.len())].2;
             let lanes = [pick(), pick(), pick(), pick()];
-            let hits = (rng.next_u64() >> 20) as u32 & 0xF;
+            let hits = rng.u32(..) & 0xF;
             let keys: [Entry; 4] = std::array::from_fn(|k| {
                 if hits & (1 << k) != 0 {
                     lanes[k]

@@ -307,7 +307,6 @@ pub(crate) fn position_test_patch(world: &World, patch: &Patch, w: &TraceWork) -
 pub(crate) mod tests {
     use super::*;
     use crate::compile::patch::{add_patch, PatchSource};
-    use crate::math::XorShift;
     use crate::trace::work::TraceQuery;
     use crate::world::WorldData;
 
@@ -486,7 +485,7 @@ pub(crate) mod tests {
     /// The facet tests' cases: moves around [`curved_world`]'s patches, and
     /// a tally of hits and misses, both of which must be common.
     pub(crate) struct Cases {
-        rng: XorShift,
+        rng: fastrand::Rng,
         hits: usize,
         misses: usize,
     }
@@ -494,14 +493,14 @@ pub(crate) mod tests {
     impl Cases {
         pub(crate) fn new(seed: u64) -> Self {
             Cases {
-                rng: XorShift(seed),
+                rng: fastrand::Rng::with_seed(seed),
                 hits: 0,
                 misses: 0,
             }
         }
 
         pub(crate) fn range(&mut self, lo: f32, hi: f32) -> f32 {
-            lo + (hi - lo) * self.rng.unit()
+            lo + (hi - lo) * self.rng.f32()
         }
 
         /// Case `case`'s move: random ends, one case in five along an axis.

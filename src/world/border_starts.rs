@@ -158,18 +158,17 @@ fn filter_bits(bits: u32) -> (usize, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::XorShift;
 
     /// `may_hold` says yes exactly when a coordinate is in the set: the
     /// filter lets every member through (no false negatives, whatever word
     /// and bits a member hashes to) and the sorted list turns away the rest.
     #[test]
     fn may_hold_exactly_the_starts_with_a_member_coordinate() {
-        let mut rng = XorShift::seeded(0xb0de);
+        let mut rng = fastrand::Rng::with_seed(0xb0de);
         // Coordinates as maps have them: whole and eighth units, and zeros.
-        let coordinate = |rng: &mut XorShift| {
-            let v = ((rng.unit() - 0.5) * 8192.0 * 8.0).round() / 8.0;
-            if rng.unit() < 0.05 {
+        let coordinate = |rng: &mut fastrand::Rng| {
+            let v = ((rng.f32() - 0.5) * 8192.0 * 8.0).round() / 8.0;
+            if rng.f32() < 0.05 {
                 0.0
             } else {
                 v

@@ -42,7 +42,6 @@ use super::cores::CoreLanes;
 use super::kernel::CULL_MARGIN;
 use super::listing::Unlisted;
 use super::World;
-use crate::math::XorShift;
 use glam::Vec4;
 
 /// Children per node: one SSE lane each.
@@ -538,25 +537,25 @@ fn sample_moves(nodes: &[BvhNode]) -> Vec<SampleMove> {
     };
     let lo = [0, 1, 2].map(|k| root.min[k].min_element());
     let hi = [0, 1, 2].map(|k| root.max[k].max_element());
-    let mut rng = XorShift(0x5EED_B7A1_u64);
+    let mut rng = fastrand::Rng::with_seed(0x5EED_B7A1);
     (0..MOVES)
         .map(|i| {
-            let start = [0, 1, 2].map(|k| lo[k] + (hi[k] - lo[k]) * rng.unit());
+            let start = [0, 1, 2].map(|k| lo[k] + (hi[k] - lo[k]) * rng.f32());
             let dir = match i % 4 {
                 0 => [0.0, 0.0, -1.0],
                 1 => {
                     let mut d = [0.0; 3];
-                    d[i / 4 % 3] = if rng.unit() < 0.5 { -1.0 } else { 1.0 };
+                    d[i / 4 % 3] = if rng.f32() < 0.5 { -1.0 } else { 1.0 };
                     d
                 }
-                2 => [rng.unit() - 0.5, rng.unit() - 0.5, 0.0],
-                _ => [rng.unit() - 0.5, rng.unit() - 0.5, rng.unit() - 0.5],
+                2 => [rng.f32() - 0.5, rng.f32() - 0.5, 0.0],
+                _ => [rng.f32() - 0.5, rng.f32() - 0.5, rng.f32() - 0.5],
             };
             let norm = dir.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-6);
             let length = [
-                1.0 + 63.0 * rng.unit(),
-                64.0 + 448.0 * rng.unit(),
-                512.0 + 3488.0 * rng.unit(),
+                1.0 + 63.0 * rng.f32(),
+                64.0 + 448.0 * rng.f32(),
+                512.0 + 3488.0 * rng.f32(),
             ][i / 2 % 3];
             let end = [0, 1, 2].map(|k| start[k] + dir[k] / norm * length);
             let half = if i % 2 == 0 {
@@ -1163,10 +1162,10 @@ mod tests {
     #[test]
     fn spatial_splits_cover_each_primitive() {
         // Long bars across a field of small boxes: splits cut the bars.
-        let mut rng = XorShift(0x1234_5678);
+        let mut rng = fastrand::Rng::with_seed(0x1234_5678);
         let items: Vec<Item> = (0..300u32)
             .map(|i| {
-                let at = [0, 1, 2].map(|_| rng.unit() * 1000.0);
+                let at = [0, 1, 2].map(|_| rng.f32() * 1000.0);
                 let size = if i % 3 == 0 {
                     [1000.0, 8.0, 8.0]
                 } else {
@@ -1195,7 +1194,7 @@ mod tests {
                 assert!((0..3).all(|k| item.lo[k] <= lo[k] && hi[k] <= item.hi[k]));
             }
             for _ in 0..200 {
-                let p = [0, 1, 2].map(|k| item.lo[k] + (item.hi[k] - item.lo[k]) * rng.unit());
+                let p = [0, 1, 2].map(|k| item.lo[k] + (item.hi[k] - item.lo[k]) * rng.f32());
                 assert!(
                     own.iter()
                         .any(|(_, lo, hi)| (0..3).all(|k| lo[k] <= p[k] && p[k] <= hi[k])),

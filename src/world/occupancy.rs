@@ -535,19 +535,19 @@ fn leaf_bounds(nodes: &[BvhNode], out: &mut Vec<[Vec3A; 2]>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::math::XorShift;
+    use fastrand::Rng;
 
-    fn random_box(rng: &mut XorShift, extent: f32, size: f32) -> [Vec3A; 2] {
-        let mut v = || (rng.unit() * 2.0 - 1.0) * extent;
+    fn random_box(rng: &mut Rng, extent: f32, size: f32) -> [Vec3A; 2] {
+        let mut v = || (rng.f32() * 2.0 - 1.0) * extent;
         let a = Vec3A::new(v(), v(), v());
-        let mut s = || rng.unit() * size;
+        let mut s = || rng.f32() * size;
         let b = a + Vec3A::new(s(), s(), s());
         [a, b]
     }
 
     /// `count` random boxes of up to `size` within 2000 units of the
     /// origin, and their grid.
-    fn random_grid(rng: &mut XorShift, count: usize, size: f32) -> (Vec<[Vec3A; 2]>, Occupancy) {
+    fn random_grid(rng: &mut Rng, count: usize, size: f32) -> (Vec<[Vec3A; 2]>, Occupancy) {
         let boxes: Vec<[Vec3A; 2]> = (0..count).map(|_| random_box(rng, 2000.0, size)).collect();
         let grid = Occupancy::of_boxes(&boxes);
         (boxes, grid)
@@ -561,7 +561,7 @@ mod tests {
     /// boxes far from everything are reported clear.
     #[test]
     fn clear_boxes_overlap_nothing() {
-        let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        let mut rng = Rng::with_seed(0x9E37_79B9_7F4A_7C15);
         for round in 0..20 {
             let count = 1 + round * 10;
             let boxes: Vec<[Vec3A; 2]> = (0..count)
@@ -587,7 +587,7 @@ mod tests {
     /// every box: near and far, touching, inverted, not finite, huge.
     #[test]
     fn one_box_and_four_boxes_agree() {
-        let mut rng = XorShift(0x0B0E_5A1D_F00D_0004);
+        let mut rng = Rng::with_seed(0x0B0E_5A1D_F00D_0004);
         let (boxes, grid) = random_grid(&mut rng, 200, 150.0);
         let mut asked: Vec<[Vec3A; 2]> = (0..4000)
             .map(|i| random_box(&mut rng, 2500.0, [1.0, 60.0, 400.0, 3000.0][i % 4]))
@@ -629,7 +629,7 @@ mod tests {
     /// each box's cells one by one), and many world-sized boxes load fast.
     #[test]
     fn marks_exactly_the_cells_the_boxes_reach() {
-        let mut rng = XorShift(0x5EED_0CC0_7A11_0001);
+        let mut rng = Rng::with_seed(0x5EED_0CC0_7A11_0001);
         let (boxes, grid) = random_grid(&mut rng, 300, 400.0);
         let [cx, cy, cz] = grid.cells().map(|n| n as usize);
         let mut marked = vec![false; cx * cy * cz];
