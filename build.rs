@@ -3,10 +3,17 @@
 //! `tonic-prost-build` turns into Rust. The encoded descriptor set is also
 //! written to OUT_DIR for server reflection.
 
-use std::path::PathBuf;
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
+    // The kernel alone (no `server` feature) has no gRPC code to generate.
+    #[cfg(feature = "server")]
+    generate()?;
+    Ok(())
+}
+
+#[cfg(feature = "server")]
+fn generate() -> Result<(), Box<dyn std::error::Error>> {
+    use std::path::PathBuf;
     let mut compiler = protox::Compiler::new(["proto"])?;
     compiler.include_source_info(true);
     compiler.open_file("bspq/v1/bspq.proto")?;

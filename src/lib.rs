@@ -8,20 +8,29 @@
 //! links resolve in `cargo doc --document-private-items`.
 #![allow(rustdoc::private_intra_doc_links)]
 
+#[cfg(feature = "exact")]
 pub mod accuracy;
 pub mod compile;
+#[cfg(feature = "server")]
 pub mod config;
 pub mod conformance;
 pub mod contents;
 pub mod math;
+#[cfg(feature = "server")]
 pub mod metrics;
+#[cfg(feature = "server")]
 pub mod proto;
 pub mod query;
+#[cfg(feature = "server")]
 pub mod registry;
+#[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
 pub mod service;
 pub mod source;
 pub mod trace;
+#[cfg(feature = "server")]
 pub mod transport;
+#[cfg(feature = "server")]
 pub mod watcher;
 pub mod world;

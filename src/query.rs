@@ -185,6 +185,11 @@ impl QueryLine {
             )));
         }
         let exact = self.exact.unwrap_or(false);
+        if exact && !cfg!(feature = "exact") {
+            return Err(QueryError::BadShape(
+                "exact mode needs bspq built with the `exact` feature".into(),
+            ));
+        }
         if let Some(line) = &self.shape {
             if self.mins.is_some() || self.maxs.is_some() {
                 return Err(QueryError::ShapeWithBox);
@@ -369,6 +374,11 @@ impl ShapeLine {
                 radius: size("radius", *radius, false)?,
                 half_height: size("half_height", *half_height, true)?,
             },
+            ShapeLine::Convex { .. } if !cfg!(feature = "exact") => {
+                return Err(QueryError::BadShape(
+                    "convex shapes need bspq built with the `exact` feature".into(),
+                ));
+            }
             ShapeLine::Convex { points } => {
                 if points.is_empty() || points.len() > MAX_CONVEX_POINTS {
                     return Err(QueryError::BadShape(format!(

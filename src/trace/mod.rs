@@ -14,6 +14,7 @@
 mod batch;
 mod brush;
 mod contents;
+#[cfg(feature = "exact")]
 pub mod exact;
 mod fast;
 pub mod onion;
@@ -31,6 +32,7 @@ pub use batch::{
     trace_queries, BatchError, BatchOptions, BatchResults, TraceBatch,
 };
 pub use contents::point_contents;
+#[cfg(feature = "exact")]
 pub use exact::reference_trace;
 pub use onion::{trace_hull, trace_hull_with_stats, HullError, HullQuery, HullStats};
 pub use shape::{ConvexHull, Shape};
@@ -83,11 +85,11 @@ pub(crate) fn trace_probed<P: walk::Probe, const SIFT: bool>(
     probe: &mut P,
 ) -> TraceResult {
     if let Some(shape) = &query.shape {
-        return if query.exact {
-            exact::trace_exact(world, query, shape, scratch)
-        } else {
-            sweep::trace_shape(world, query, shape, scratch)
-        };
+        #[cfg(feature = "exact")]
+        if query.exact {
+            return exact::trace_exact(world, query, shape, scratch);
+        }
+        return sweep::trace_shape(world, query, shape, scratch);
     }
     // A move that reaches no occupied cell of the grid touches nothing.
     // (Measured: on the maps where most moves touch nothing, a miss through
@@ -113,11 +115,10 @@ pub(crate) fn any_hit_probed<P: walk::Probe, const SIFT: bool>(
     if let Some(shape) = &query.shape {
         // Exact mode refines the plane-shifted contact, which may move it
         // past the end: only the full answer tells.
-        return if query.exact {
-            trace_probed::<P, false>(world, query, scratch, probe).fraction < 1.0
-        } else {
-            sweep::any_hit_shape(world, query, shape, scratch)
-        };
+        if query.exact && cfg!(feature = "exact") {
+            return trace_probed::<P, false>(world, query, scratch, probe).fraction < 1.0;
+        }
+        return sweep::any_hit_shape(world, query, shape, scratch);
     }
     if SIFT && sieve::Sieve::new(world).touches_nothing(query) {
         return false;

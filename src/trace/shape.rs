@@ -59,6 +59,36 @@ pub struct ConvexHull {
 /// bookkeeping costs more than a handful of dot products.
 const SCAN_MAX: usize = 12;
 
+/// The vertices and edges of the convex hull of `points`, or the points
+/// whole and no edges when the set is flat or degenerate, or has more
+/// vertices than [`MAX_CONVEX_POINTS`] (its support is still the maximum
+/// over the points).
+#[cfg(feature = "exact")]
+fn hull_of(points: Vec<Vec3>) -> (Vec<Vec3>, Vec<[u32; 2]>) {
+    let hull = parry3d::shape::ConvexPolyhedron::from_convex_hull(
+        &points
+            .iter()
+            .map(|p| parry3d::math::Vector::new(p.x, p.y, p.z))
+            .collect::<Vec<_>>(),
+    );
+    match hull {
+        Some(h) if !h.points().is_empty() && h.points().len() <= MAX_CONVEX_POINTS => (
+            h.points()
+                .iter()
+                .map(|p| Vec3::new(p.x, p.y, p.z))
+                .collect(),
+            h.edges().iter().map(|e| e.vertices).collect(),
+        ),
+        _ => (points, Vec::new()),
+    }
+}
+
+/// Without the `exact` feature (no hull builder) the points are kept whole.
+#[cfg(not(feature = "exact"))]
+fn hull_of(points: Vec<Vec3>) -> (Vec<Vec3>, Vec<[u32; 2]>) {
+    (points, Vec::new())
+}
+
 impl ConvexHull {
     /// The hull of `points` (relative to the traced point). Interior points are
     /// dropped when the hull is solid; flat or degenerate sets are kept whole,
@@ -76,22 +106,7 @@ impl ConvexHull {
             (lo + hi) * 0.5
         };
         let local: Vec<Vec3> = points.iter().map(|p| *p - centre).collect();
-        let hull = parry3d::shape::ConvexPolyhedron::from_convex_hull(
-            &local
-                .iter()
-                .map(|p| parry3d::math::Vector::new(p.x, p.y, p.z))
-                .collect::<Vec<_>>(),
-        );
-        let (points, edges) = match hull {
-            Some(h) if !h.points().is_empty() && h.points().len() <= MAX_CONVEX_POINTS => (
-                h.points()
-                    .iter()
-                    .map(|p| Vec3::new(p.x, p.y, p.z))
-                    .collect(),
-                h.edges().iter().map(|e| e.vertices).collect(),
-            ),
-            _ => (local, Vec::new()),
-        };
+        let (points, edges) = hull_of(local);
         Self::with_edges(points, centre, &edges)
     }
 

@@ -11,7 +11,9 @@ use super::brush::{clip_pushed, BrushClip};
 use super::fast::{self, Clipped, Clipper, Contact, FacetContact, Found, Outcome};
 use super::patch::{self, dot, entry_plane, facet_entry, facet_lanes, patch_in_reach};
 use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
-use super::walk::{self, walk_move, Lists, Move, Reach, Segment, Visitor};
+#[cfg(feature = "exact")]
+use super::walk::Lists;
+use super::walk::{self, walk_move, Move, Reach, Segment, Visitor};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use crate::math::Vec3;
 use crate::world::{Brush, Facet, World};
@@ -95,6 +97,7 @@ pub(crate) trait ShapeSweep {
     /// Whether the shape touches anything in the mask: the fast trace stops
     /// at the first contact.
     fn any_hit(&mut self, world: &World, scratch: &mut Scratch) -> bool;
+    #[cfg(feature = "exact")]
     /// For the exact sweep: the answer with only the patches clipped (no
     /// `endpos`), and the brushes the plane-shifted shape touches, the only
     /// ones the exact sweep can touch (the shifted planes bound the
@@ -150,6 +153,7 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
         }
     }
 
+    #[cfg(feature = "exact")]
     fn candidates(&mut self, world: &World, scratch: &mut Scratch) -> (TraceResult, Vec<u32>) {
         scratch.begin(world);
         let mut listed = Vec::new();
@@ -215,6 +219,7 @@ impl<S: Support> Reach for ShapeReach<'_, S> {
     }
 }
 
+#[cfg(feature = "exact")]
 /// The exact sweep's candidates: the brushes of the leaves reached that
 /// the plane-shifted shape comes near, and the patches clipped (the exact
 /// sweep takes patch contacts from the plane-shifted sweep).
@@ -227,6 +232,7 @@ struct Candidates<'a, 'w, S> {
     result: &'a mut TraceResult,
 }
 
+#[cfg(feature = "exact")]
 impl<S: Support> Visitor for Candidates<'_, '_, S> {
     fn wanted(&self, f1: f32) -> bool {
         f1 < self.result.fraction
@@ -335,10 +341,12 @@ fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, start: Vec3A, end:
     }
 }
 
+#[cfg(feature = "exact")]
 /// How far out (units) the candidate test grows the shifted brush: more than
 /// the distance at which the exact sweep counts a contact.
 const CANDIDATE_MARGIN: f32 = 0.1;
 
+#[cfg(feature = "exact")]
 /// Whether the segment `start..end` meets brush `b` with every plane pushed
 /// out by the shape's support plus [`CANDIDATE_MARGIN`]: plain geometry,
 /// without the clip's 1/8-unit rules (which let a box or a shifted shape

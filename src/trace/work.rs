@@ -20,7 +20,8 @@ pub struct TraceQuery {
     pub mask: u32,
     /// A sphere, capsule, cylinder or convex shape instead of the box.
     pub shape: Option<Shape>,
-    /// Refine a shape's plane-shifted contact into the exact one.
+    /// Refine a shape's plane-shifted contact into the exact one (with the
+    /// `exact` feature; without it the plane-shifted answer is given).
     pub exact: bool,
 }
 
