@@ -6,13 +6,13 @@
 
 use bspq::compile::CompileOptions;
 use bspq::contents::{MASK_PLAYERSOLID, MASK_SOLID};
+use bspq::map::{open_world, WorldSpec};
 use bspq::math::Vec3;
+use bspq::trace::Kernel as World;
 use bspq::trace::{
     any_hit, any_hit_batch, point_contents, trace, trace_batch, BatchOptions, BatchResults,
     Scratch, TraceBatch, TraceQuery,
 };
-use bspq::world::load::{open_world, WorldSpec};
-use bspq::world::World;
 use criterion::{Criterion, Throughput};
 use std::hint::black_box;
 use std::path::Path;

@@ -8,12 +8,12 @@
 //! `BSPQ_SWAP_SOURCES=1` swaps `.bsp` sources, compiled on load, instead).
 
 use bspq::compile::CompileOptions;
+use bspq::map::compile_source;
 use bspq::metrics::Metrics;
 use bspq::registry::Registry;
 use bspq::server::{load_initial_worlds, run, ServerOptions};
 use bspq::service::{Limits, Service};
 use bspq::world::format;
-use bspq::world::load::compile_source;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,8 +4,8 @@
 //! `.bsp` in another folder (e.g. a game's map folder).
 
 use bspq::compile::CompileOptions;
+use bspq::map::{compile_source, open_compiled_file, Map};
 use bspq::world::format;
-use bspq::world::load::{compile_source, open_compiled_file, LoadedWorld};
 use criterion::{BatchSize, Criterion};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,7 +62,7 @@ fn main() {
         c.bench_function(&format!("load_validate_bytes/{name}"), |b| {
             b.iter_batched(
                 || (),
-                |_| LoadedWorld::from_compiled_bytes(&file).map(|w| w.view().nodes.len()),
+                |_| Map::from_compiled_bytes(&file).map(|w| w.view().nodes.len()),
                 BatchSize::SmallInput,
             )
         });

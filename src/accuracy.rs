@@ -7,8 +7,8 @@
 //! centre of its top), each centred where the box is.
 
 use crate::math::Vec3;
+use crate::trace::Kernel as World;
 use crate::trace::{reference_trace, trace, Scratch, Shape, TraceQuery, TraceResult};
-use crate::world::World;
 use std::sync::Arc;
 
 /// The shape kinds measured, in report order.

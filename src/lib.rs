@@ -15,6 +15,7 @@ pub mod compile;
 pub mod config;
 pub mod conformance;
 pub mod contents;
+pub mod map;
 pub mod math;
 #[cfg(feature = "server")]
 pub mod metrics;

@@ -218,7 +218,7 @@ impl QueryLine {
 
     /// [`Self::request`] for answering against `world`: hull names are looked
     /// up in it (an unknown hull is an error of this line).
-    pub fn request_in(&self, world: &crate::world::World) -> Result<Request, QueryError> {
+    pub fn request_in(&self, world: &crate::trace::Kernel) -> Result<Request, QueryError> {
         let Some(name) = &self.hull else {
             return self.request();
         };
@@ -319,7 +319,7 @@ pub fn requests(lines: &[QueryLine]) -> Result<Vec<Request>, (usize, QueryError)
 /// ([`QueryLine::request_in`]).
 pub fn requests_in(
     lines: &[QueryLine],
-    world: &crate::world::World,
+    world: &crate::trace::Kernel,
 ) -> Result<Vec<Request>, (usize, QueryError)> {
     let mut last = LastShape::default();
     lines
@@ -491,7 +491,7 @@ impl Answer {
 
 /// Answers one validated query.
 pub fn answer(
-    world: &crate::world::World,
+    world: &crate::trace::Kernel,
     scratch: &mut crate::trace::Scratch,
     query: &Query,
 ) -> Answer {
@@ -507,7 +507,7 @@ pub fn answer(
 
 /// Answers one validated line.
 pub fn answer_request(
-    world: &crate::world::World,
+    world: &crate::trace::Kernel,
     scratch: &mut crate::trace::Scratch,
     request: &Request,
 ) -> Answer {
@@ -534,7 +534,7 @@ pub fn answer_request(
 /// answered by its first pass); each answer is the one [`answer_request`]
 /// gives.
 pub fn answer_all(
-    world: &crate::world::World,
+    world: &crate::trace::Kernel,
     requests: &[Request],
     options: &crate::trace::BatchOptions,
 ) -> Vec<Answer> {

@@ -6,7 +6,7 @@
 //! path; a failed load leaves the old version serving and records the error.
 
 use crate::compile::CompileOptions;
-use crate::world::load::{open_world, world_from_bytes_within, LoadError, LoadedWorld, WorldSpec};
+use crate::map::{open_world, world_from_bytes_within, LoadError, Map, WorldSpec};
 use arc_swap::ArcSwapOption;
 use dashmap::DashMap;
 use std::path::Path;
@@ -32,7 +32,7 @@ pub struct WorldVersion {
     /// Per-world counter, starting at 1, increased by every successful load
     /// (an unload does not reset it: a name's versions only increase).
     pub version: u64,
-    pub world: LoadedWorld,
+    pub world: Map,
     /// Where it came from: a path, `upload`, or `bundled`.
     pub source: String,
     pub loaded_at: SystemTime,
@@ -159,7 +159,7 @@ impl Registry {
         &self,
         name: &str,
         source: String,
-        load: Result<LoadedWorld, LoadError>,
+        load: Result<Map, LoadError>,
     ) -> Result<u64, LoadError> {
         let slot = self.slot_or_new(name);
         let _serial = slot.load_lock.lock().unwrap_or_else(|p| p.into_inner());

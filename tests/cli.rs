@@ -4,8 +4,8 @@
 mod common;
 
 use bspq::query::{answer, Answer};
+use bspq::trace::accel::bvh::Avx2;
 use bspq::trace::Scratch;
-use bspq::world::bvh::Avx2;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

@@ -1,4 +1,4 @@
-//! Solid cores (`bspq::world::cores`), on the committed maps: each brush's
+//! Solid cores (`bspq::trace::accel::cores`), on the committed maps: each brush's
 //! core clears every side of its brush by the margin (checked here in f64,
 //! independently of the builder's own check), each node's cores lie inside
 //! their children's bounds, and any-hit, which stops at a core, still
@@ -8,9 +8,9 @@
 mod common;
 
 use bspq::contents::{CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT};
+use bspq::trace::accel::cores::{brush_core, CORE_MARGIN};
+use bspq::trace::Kernel as World;
 use bspq::trace::{any_hit_with_stats, trace, Scratch, TraceQuery};
-use bspq::world::cores::{brush_core, CORE_MARGIN};
-use bspq::world::World;
 use common::{load_world, Rng, MAPS};
 use glam::Vec3;
 
@@ -73,7 +73,7 @@ fn node_cores_lie_inside_their_children() {
     for map in MAPS {
         let loaded = load_world(map, true);
         let world = loaded.view();
-        let bvh = &world.kernel.bvh;
+        let bvh = &world.accel.bvh;
         assert_eq!(bvh.brush_cores.len(), bvh.brushes.len(), "{map}");
         assert_eq!(bvh.combined_cores.len(), bvh.combined.len(), "{map}");
         let mut lanes = 0;
@@ -109,7 +109,7 @@ fn any_hit_through_cores_is_a_full_trace_below_one() {
         let loaded = load_world(map, true);
         let world = loaded.view();
         let reference = world.reference();
-        let bvh = &world.kernel.bvh;
+        let bvh = &world.accel.bvh;
         let mut scratch = Scratch::new();
         let (mut moves, mut hits, mut stops) = (0, 0, 0);
         for cores in bvh.brush_cores.iter().step_by(3) {

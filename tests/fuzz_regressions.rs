@@ -5,10 +5,10 @@
 mod common;
 
 use bspq::compile::CompileOptions;
+use bspq::map::{compile_source, world_from_bytes, Map};
 use bspq::math::Vec3;
 use bspq::source::{q3bsp, Q3Bsp};
 use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
-use bspq::world::load::{compile_source, world_from_bytes, LoadedWorld};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 fn regressions() -> Vec<(String, Vec<u8>)> {
@@ -41,7 +41,7 @@ fn fuzz_findings_are_errors_or_valid_worlds() {
                 };
                 if q3bsp::looks_like_ibsp(&bytes) {
                     if let Ok(data) = compile_source(&bytes, "fuzz", &options) {
-                        if let Err(e) = LoadedWorld::from_data(data) {
+                        if let Err(e) = Map::from_data(data) {
                             panic!("compiles to a world that fails validation: {e}");
                         }
                     }

@@ -1,4 +1,4 @@
-//! The fast trace's hierarchies (`bspq::world::bvh`) on the committed maps:
+//! The fast trace's hierarchies (`bspq::trace::accel::bvh`) on the committed maps:
 //! the tree over brushes and patches that boxes and shapes search holds
 //! exactly what the brushes' and the patches' trees hold (rays search
 //! those two; larger boxes a tree with some patches whole), and in every tree each child lies inside its parent's lane
@@ -6,7 +6,7 @@
 
 mod common;
 
-use bspq::world::bvh::{BvhNode, EMPTY_SLOT, INDEX, PATCH, PRIMITIVE, RAY_FACET};
+use bspq::trace::accel::bvh::{BvhNode, EMPTY_SLOT, INDEX, PATCH, PRIMITIVE, RAY_FACET};
 use common::{load_world, MAPS};
 use std::collections::BTreeSet;
 
@@ -54,7 +54,7 @@ fn the_tree_over_both_holds_what_the_two_trees_hold() {
         for curves in [true, false] {
             let loaded = load_world(map, curves);
             let world = loaded.view();
-            let bvh = &world.kernel.bvh;
+            let bvh = &world.accel.bvh;
             let brushes = primitives(map, &bvh.brushes);
             let patches = primitives(map, &bvh.patches);
             let combined = primitives(map, &bvh.combined);

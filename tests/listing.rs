@@ -12,12 +12,13 @@
 mod common;
 
 use bspq::compile::CompileOptions;
-use bspq::trace::{any_hit, trace, trace_queries, BatchOptions, Scratch, TraceQuery};
-use bspq::world::bvh::{
+use bspq::map::{compile_source, Map};
+use bspq::trace::accel::bvh::{
     BvhNode, EMPTY_SLOT, INDEX, LOOSE_FACET, PATCH, PRIMITIVE, RAY_FACET, SMALL_BOX_HALF,
 };
-use bspq::world::load::{compile_source, LoadedWorld};
-use bspq::world::{World, WorldData};
+use bspq::trace::Kernel as World;
+use bspq::trace::{any_hit, trace, trace_queries, BatchOptions, Scratch, TraceQuery};
+use bspq::world::WorldData;
 use common::{map_path, result_bits, Rng, MAPS};
 use glam::Vec3;
 
@@ -147,11 +148,11 @@ fn brushes_taken_out_of_a_leaf_are_traced_as_the_walk_does() {
             }
         }
         assert!(picked.len() >= 8, "{map}: too few brushes listed twice");
-        let loaded = LoadedWorld::from_data(data).expect("still a valid world");
+        let loaded = Map::from_data(data).expect("still a valid world");
         let world = loaded.view();
         for &b in &picked {
             assert!(
-                world.kernel.unlisted.brush(b as usize),
+                world.accel.unlisted.brush(b as usize),
                 "{map}: brush {b} was taken out of a leaf but is not found unlisted"
             );
             let brush = &world.brushes[b as usize];
@@ -173,7 +174,7 @@ fn patches_taken_out_of_a_leaf_are_traced_as_the_walk_does() {
         }
     }
     assert!(picked.len() >= 8, "too few patches listed twice");
-    let loaded = LoadedWorld::from_data(data).expect("still a valid world");
+    let loaded = Map::from_data(data).expect("still a valid world");
     let world = loaded.view();
     for &p in &picked {
         let patch = &world.patches[p as usize];
@@ -216,9 +217,9 @@ fn grazing_rays(world: &World, p: usize, rng: &mut Rng, count: usize) -> Vec<Tra
 fn unlisted_pieces_of_the_committed_maps_are_traced_as_the_walk_does() {
     let mut rng = Rng::new(0x0011_57ed);
     for map in MAPS {
-        let loaded = LoadedWorld::from_data(compile(map)).expect("committed map loads");
+        let loaded = Map::from_data(compile(map)).expect("committed map loads");
         let world = loaded.view();
-        let unlisted = &world.kernel.unlisted;
+        let unlisted = &world.accel.unlisted;
         let (brushes, facets) = unlisted.counts();
         assert!(
             brushes * 10 <= world.brushes.len(),
@@ -242,7 +243,7 @@ fn unlisted_pieces_of_the_committed_maps_are_traced_as_the_walk_does() {
 #[test]
 fn rays_starting_on_a_facet_border_plane_are_traced_as_the_walk_does() {
     let mut rng = Rng::new(0x000b_0de5);
-    let loaded = LoadedWorld::from_data(compile("oa_ctf2")).expect("committed map loads");
+    let loaded = Map::from_data(compile("oa_ctf2")).expect("committed map loads");
     let world = loaded.view();
     let mut planes = Vec::new();
     for (f, facet) in world.facets.iter().enumerate() {
@@ -294,10 +295,10 @@ fn rays_starting_on_a_facet_border_plane_are_traced_as_the_walk_does() {
 fn facets_with_nearly_axial_planes_are_traced_as_the_walk_does() {
     for (tilt, seed) in [(0.002, 0x0a11_7117), (0.05, 0x0a11_7118)] {
         let mut rng = Rng::new(seed);
-        let loaded = LoadedWorld::from_data(tilted_patch_planes("oa_ctf2", tilt, &mut rng))
+        let loaded = Map::from_data(tilted_patch_planes("oa_ctf2", tilt, &mut rng))
             .expect("still a valid world");
         let world = loaded.view();
-        let bvh = &world.kernel.bvh;
+        let bvh = &world.accel.bvh;
         let count = |nodes: &[BvhNode], kind: u32| {
             nodes
                 .iter()
@@ -370,10 +371,10 @@ fn tilted_patch_planes(map: &str, tilt: f32, rng: &mut Rng) -> WorldData {
 #[test]
 fn a_box_meets_a_loosely_bounded_facet_only_within_its_bounds() {
     let mut rng = Rng::new(0x0a11_7119);
-    let loaded = LoadedWorld::from_data(tilted_patch_planes("oa_ctf2", 0.05, &mut rng))
+    let loaded = Map::from_data(tilted_patch_planes("oa_ctf2", 0.05, &mut rng))
         .expect("still a valid world");
     let world = loaded.view();
-    let bvh = &world.kernel.bvh;
+    let bvh = &world.accel.bvh;
     let mut facets = 0;
     let mut inside = 0;
     for node in &bvh.combined {

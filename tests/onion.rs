@@ -7,15 +7,16 @@
 mod common;
 
 use bspq::compile::CompileOptions;
+use bspq::map::{compile_source, Map};
 use bspq::math::Vec3;
 use bspq::query::{Query, QueryLine};
+use bspq::trace::Kernel as World;
 use bspq::trace::{
     point_contents, trace, trace_hull, trace_hull_with_stats, HullQuery, Scratch, TraceQuery,
     TraceResult,
 };
 use bspq::world::format;
-use bspq::world::load::{compile_source, LoadedWorld};
-use bspq::world::{HullSpec, World};
+use bspq::world::HullSpec;
 
 /// The box sizes of the oracle's box queries that occur more than a few
 /// times on every committed map: Quake 3's standing and crouching player.
@@ -34,7 +35,7 @@ fn hulls() -> Vec<HullSpec> {
     ]
 }
 
-fn compile(map: &str, curves: bool, hulls: Vec<HullSpec>) -> LoadedWorld {
+fn compile(map: &str, curves: bool, hulls: Vec<HullSpec>) -> Map {
     let source = std::fs::read(common::map_path(map)).unwrap();
     let data = compile_source(
         &source,
@@ -46,7 +47,7 @@ fn compile(map: &str, curves: bool, hulls: Vec<HullSpec>) -> LoadedWorld {
         },
     )
     .unwrap();
-    LoadedWorld::from_data(data).unwrap()
+    Map::from_data(data).unwrap()
 }
 
 /// Every trace query of the committed box and edge-case sets.
@@ -185,7 +186,7 @@ fn rays_boxes_and_points_are_unchanged_by_hulls() {
 fn hull_worlds_round_trip_through_the_file_format() {
     let built = compile("q3dm6ish", true, hulls());
     let bytes = built.to_file_bytes();
-    let loaded = LoadedWorld::from_compiled_bytes(&bytes).unwrap();
+    let loaded = Map::from_compiled_bytes(&bytes).unwrap();
     assert_eq!(loaded.to_file_bytes(), bytes);
     let (a, b) = (built.view(), loaded.view());
     assert_eq!(b.info.hulls, hulls());
@@ -342,7 +343,7 @@ fn hulls_beyond_the_node_budget_are_a_clear_error() {
     assert!(
         matches!(
             err,
-            bspq::world::load::LoadError::Compile(bspq::compile::CompileError::HullBudget(b))
+            bspq::map::LoadError::Compile(bspq::compile::CompileError::HullBudget(b))
                 if b == needed - 1
         ),
         "{err}"

@@ -14,8 +14,8 @@ mod common;
 use bspq::contents::{MASK_PLAYERSOLID, MASK_SHOT, MASK_SOLID};
 use bspq::math::Vec3;
 use bspq::query::{answer, Answer, Query};
+use bspq::trace::Kernel as World;
 use bspq::trace::{point_contents, trace, Scratch, TraceQuery, TraceResult};
-use bspq::world::World;
 use proptest::array::uniform3;
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
@@ -27,13 +27,13 @@ const CLIP_EPSILON: f32 = 0.125;
 /// coordinates are below ~8192, where f32 steps are under 1e-3).
 const ROUNDING: f32 = 0.01;
 
-static WORLDS_NO_CURVES: LazyLock<Vec<bspq::world::load::LoadedWorld>> = LazyLock::new(|| {
+static WORLDS_NO_CURVES: LazyLock<Vec<bspq::map::Map>> = LazyLock::new(|| {
     common::MAPS
         .iter()
         .map(|m| common::load_world(m, false))
         .collect()
 });
-static WORLDS_CURVES: LazyLock<Vec<bspq::world::load::LoadedWorld>> = LazyLock::new(|| {
+static WORLDS_CURVES: LazyLock<Vec<bspq::map::Map>> = LazyLock::new(|| {
     common::MAPS
         .iter()
         .map(|m| common::load_world(m, true))

@@ -5,11 +5,11 @@
 mod common;
 
 use bspq::compile::CompileOptions;
+use bspq::map::{open_world, world_from_bytes, WorldSpec};
 use bspq::math::Vec3;
 use bspq::query::{answer, Query};
+use bspq::trace::Kernel as World;
 use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
-use bspq::world::load::{open_world, world_from_bytes, WorldSpec};
-use bspq::world::World;
 use common::Rng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};

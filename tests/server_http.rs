@@ -6,13 +6,13 @@ mod common;
 use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestServer, TOKEN};
 
 use bspq::compile::CompileOptions;
+use bspq::map::compile_source;
 use bspq::query::{answer, Answer};
 use bspq::registry::WorldVersion;
 use bspq::server::ServerOptions;
 use bspq::service::Limits;
 use bspq::trace::Scratch;
 use bspq::world::format;
-use bspq::world::load::compile_source;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Weak};

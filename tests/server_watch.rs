@@ -8,12 +8,12 @@
 mod common;
 
 use bspq::compile::CompileOptions;
+use bspq::map::compile_source;
 use bspq::query::{answer, Answer};
 use bspq::server::ServerOptions;
 use bspq::service::Limits;
 use bspq::trace::Scratch;
 use bspq::world::format;
-use bspq::world::load::compile_source;
 use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

@@ -389,9 +389,12 @@ fn shape_bevels_change_no_ray_or_box_answer() {
             let loaded = common::load_world(map, curves);
             let world = loaded.view();
             assert!(!world.shape_bevels.is_empty(), "{map}: default bevels");
-            let bare = bspq::world::World {
-                shape_bevel_ranges: &[],
-                shape_bevels: &[],
+            let bare = bspq::trace::Kernel {
+                world: bspq::world::World {
+                    shape_bevel_ranges: &[],
+                    shape_bevels: &[],
+                    ..world.world
+                },
                 ..world
             };
             let mut scratch = Scratch::new();
@@ -441,9 +444,12 @@ fn shape_bevels_touch_but_never_cut_their_brush() {
 fn shape_bevels_reduce_plane_shifting_error() {
     let loaded = common::load_world("q3dm6ish", false);
     let world = loaded.view();
-    let bare = bspq::world::World {
-        shape_bevel_ranges: &[],
-        shape_bevels: &[],
+    let bare = bspq::trace::Kernel {
+        world: bspq::world::World {
+            shape_bevel_ranges: &[],
+            shape_bevels: &[],
+            ..world.world
+        },
         ..world
     };
     let boxes = box_queries("q3dm6ish");
@@ -467,8 +473,8 @@ fn shape_bevels_reduce_plane_shifting_error() {
 fn worlds_without_bevel_sections_load_and_bad_ones_are_rejected() {
     use bspq::compile::bevels::BevelOptions;
     use bspq::compile::CompileOptions;
+    use bspq::map::{compile_source, Map};
     use bspq::world::format;
-    use bspq::world::load::{compile_source, LoadedWorld};
     let source = std::fs::read(common::map_path("q3dm6ish")).expect("map");
     let compile = |shape_bevels| {
         compile_source(
@@ -493,16 +499,16 @@ fn worlds_without_bevel_sections_load_and_bad_ones_are_rejected() {
         .sections
         .iter()
         .any(|s| format::OPTIONAL_SECTIONS.contains(&s.kind)));
-    let loaded = LoadedWorld::from_compiled_bytes(&bare_file).expect("loads");
+    let loaded = Map::from_compiled_bytes(&bare_file).expect("loads");
     assert!(loaded.view().shape_bevels.is_empty());
 
     let mut bevelled = compile(BevelOptions::default());
     assert!(!bevelled.shape_bevels.is_empty());
-    let from_file = LoadedWorld::from_compiled_bytes(&format::write(&bevelled)).expect("loads");
+    let from_file = Map::from_compiled_bytes(&format::write(&bevelled)).expect("loads");
     assert_eq!(from_file.view().shape_bevels, &bevelled.shape_bevels[..]);
     // The file without bevel sections answers as the same world compiled
     // in memory without bevels.
-    let in_memory = LoadedWorld::from_data(bare).expect("loads");
+    let in_memory = Map::from_data(bare).expect("loads");
     let mut scratch = Scratch::new();
     for q in box_queries("q3dm6ish").iter().take(500) {
         let q = shape_query("sphere", q, false).expect("a sphere");
@@ -513,15 +519,15 @@ fn worlds_without_bevel_sections_load_and_bad_ones_are_rejected() {
 
     let last = bevelled.shape_bevel_ranges.len() - 1;
     bevelled.shape_bevel_ranges[last].count += 1_000_000;
-    let err = LoadedWorld::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad range");
+    let err = Map::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad range");
     assert!(err.to_string().contains("shape bevels"), "{err}");
     bevelled.shape_bevel_ranges[last].count -= 1_000_000;
     bevelled.shape_bevels[0].normal = [2.0, 0.0, 0.0];
-    let err = LoadedWorld::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad normal");
+    let err = Map::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad normal");
     assert!(err.to_string().contains("unit"), "{err}");
     bevelled.shape_bevel_ranges.pop();
     bevelled.shape_bevels[0].normal = [1.0, 0.0, 0.0];
-    let err = LoadedWorld::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad count");
+    let err = Map::from_compiled_bytes(&format::write(&bevelled)).expect_err("bad count");
     assert!(err.to_string().contains("per brush"), "{err}");
 }
 

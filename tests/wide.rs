@@ -8,9 +8,9 @@
 mod common;
 
 use bspq::query::Query;
+use bspq::trace::accel::bvh::{Avx2, SMALL_BOX_HALF};
+use bspq::trace::Kernel as World;
 use bspq::trace::{trace, trace_queries, BatchOptions, Scratch, Shape, TraceQuery};
-use bspq::world::bvh::{Avx2, SMALL_BOX_HALF};
-use bspq::world::World;
 use common::{load_set, load_world, parse_query, result_bits, Rng, MAPS};
 use glam::Vec3;
 
@@ -69,17 +69,17 @@ fn queries(map: &str, world: &World, rng: &mut Rng) -> Vec<TraceQuery> {
 fn check_map(map: &str, curves: bool) {
     let loaded = load_world(map, curves);
     let world = loaded.view();
-    assert_eq!(world.kernel.bvh.wide.present(), Avx2::detect().is_some());
+    assert_eq!(world.accel.bvh.wide.present(), Avx2::detect().is_some());
     if Avx2::detect().is_none() {
         println!("no AVX2 here: the full trace takes the four-wide search only");
         return;
     }
-    let four_kernel = world.kernel.without_wide_trees();
+    let four_kernel = world.accel.without_wide_trees();
     let four = World {
-        kernel: &four_kernel,
+        accel: &four_kernel,
         ..world
     };
-    assert!(!four.kernel.bvh.wide.present());
+    assert!(!four.accel.bvh.wide.present());
     let mut rng = Rng::new(0x8_1de ^ curves as u64);
     let queries = queries(map, &world, &mut rng);
     let mut scratch = Scratch::new();

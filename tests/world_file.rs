@@ -5,10 +5,10 @@
 mod common;
 
 use bspq::compile::CompileOptions;
+use bspq::map::{compile_source, open_world, Map, WorldSpec};
 use bspq::query::answer;
 use bspq::trace::Scratch;
 use bspq::world::format;
-use bspq::world::load::{compile_source, open_world, LoadedWorld, WorldSpec};
 use std::process::Command;
 
 fn compiled_bytes(map: &str, curves: bool) -> Vec<u8> {
@@ -26,8 +26,7 @@ fn compiled_file_answers_bit_identically_to_the_source() {
     for map in common::MAPS {
         for curves in [true, false] {
             let from_source = common::load_world(map, curves);
-            let from_file =
-                LoadedWorld::from_compiled_bytes(&compiled_bytes(map, curves)).expect("loads");
+            let from_file = Map::from_compiled_bytes(&compiled_bytes(map, curves)).expect("loads");
             let (a, b) = (from_source.view(), from_file.view());
             let (mut s1, mut s2) = (Scratch::new(), Scratch::new());
             let mut n = 0;
@@ -51,7 +50,7 @@ fn compiled_file_answers_bit_identically_to_the_source() {
 #[test]
 fn a_file_round_trips_and_records_its_origin() {
     let bytes = compiled_bytes("oa_ctf2", true);
-    let loaded = LoadedWorld::from_compiled_bytes(&bytes).expect("loads");
+    let loaded = Map::from_compiled_bytes(&bytes).expect("loads");
     assert_eq!(
         loaded.to_file_bytes(),
         bytes,
@@ -74,7 +73,7 @@ fn a_file_round_trips_and_records_its_origin() {
     );
     let (world, built) = (
         loaded.view(),
-        bspq::world::load::compile_source(&source, "oa_ctf2", &CompileOptions::default())
+        bspq::map::compile_source(&source, "oa_ctf2", &CompileOptions::default())
             .expect("compiles"),
     );
     assert_eq!(world.source.nodes, &built.source_nodes[..]);
@@ -265,7 +264,7 @@ fn a_hull_name_given_twice_is_rejected_before_anything_is_written() {
 /// and no temporary file is left behind.
 #[test]
 fn a_written_file_that_does_not_load_back_never_replaces_out() {
-    use bspq::world::load::{open_compiled_file, write_atomically_checked};
+    use bspq::map::{open_compiled_file, write_atomically_checked};
     let load_back = |written: &std::path::Path| -> anyhow::Result<()> {
         open_compiled_file(written)?.ok_or_else(|| anyhow::anyhow!("not a world file"))?;
         Ok(())

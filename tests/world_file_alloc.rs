@@ -6,8 +6,8 @@
 mod common;
 
 use bspq::compile::CompileOptions;
+use bspq::map::{compile_source, Map};
 use bspq::world::format;
-use bspq::world::load::{compile_source, LoadedWorld};
 use cap::Cap;
 use std::alloc::System;
 
@@ -23,7 +23,7 @@ fn load_capped(what: &str, bytes: &[u8]) -> bool {
     let before = ALLOCATOR.allocated();
     let budget = 4 * bytes.len() + (1 << 20);
     ALLOCATOR.set_limit(before + budget).unwrap();
-    let result = LoadedWorld::from_compiled_bytes(bytes);
+    let result = Map::from_compiled_bytes(bytes);
     let held = ALLOCATOR.allocated().saturating_sub(before);
     ALLOCATOR.set_limit(usize::MAX).unwrap();
     println!(

@@ -7,13 +7,12 @@
 mod common;
 
 use bspq::compile::CompileOptions;
+use bspq::map::{compile_source, LoadError, Map};
 use bspq::math::Vec3;
+use bspq::trace::Kernel as World;
 use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
 use bspq::world::format::{self, FormatError, SectionEntry, SectionKind};
-use bspq::world::load::{compile_source, LoadError, LoadedWorld};
-use bspq::world::{
-    Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World,
-};
+use bspq::world::{Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane};
 use common::Rng;
 use std::mem::offset_of;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -116,15 +115,13 @@ enum Outcome {
 /// Loads `bytes` under `catch_unwind`, querying the world if it loads.
 fn load(bytes: &[u8], seed: u64) -> Outcome {
     let started = Instant::now();
-    let outcome = catch_unwind(AssertUnwindSafe(
-        || match LoadedWorld::from_compiled_bytes(bytes) {
-            Ok(world) => {
-                exercise(&world.view(), seed);
-                Ok(())
-            }
-            Err(e) => Err(e),
-        },
-    ));
+    let outcome = catch_unwind(AssertUnwindSafe(|| match Map::from_compiled_bytes(bytes) {
+        Ok(world) => {
+            exercise(&world.view(), seed);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }));
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "a load took {:?}",
@@ -213,7 +210,7 @@ fn byte_flips_without_resealing_fail_the_checksum() {
         let mut bytes = original.to_vec();
         let at = 64 + rng.below(bytes.len() - 64);
         bytes[at] ^= 1 << rng.below(8);
-        let err = match catch_unwind(|| LoadedWorld::from_compiled_bytes(&bytes)) {
+        let err = match catch_unwind(|| Map::from_compiled_bytes(&bytes)) {
             Ok(Err(e)) => e,
             Ok(Ok(_)) => panic!("flip #{i} at {at} loaded"),
             Err(_) => panic!("flip #{i} at {at} panicked"),
@@ -767,8 +764,8 @@ fn hull_original() -> &'static [u8] {
 }
 
 /// Loads a mutated hull world; when it loads, runs hull traces through it.
-fn load_hull_world(bytes: &[u8], seed: u64) -> Result<(), bspq::world::load::LoadError> {
-    let world = LoadedWorld::from_compiled_bytes(bytes)?;
+fn load_hull_world(bytes: &[u8], seed: u64) -> Result<(), bspq::map::LoadError> {
+    let world = Map::from_compiled_bytes(bytes)?;
     let view = world.view();
     let mut rng = Rng::new(seed);
     let mut scratch = Scratch::new();
@@ -962,7 +959,7 @@ fn a_file_without_the_source_tree_loads() {
     let bytes = format::write(&data);
     let layout = format::parse_layout(&bytes, true).unwrap();
     assert_eq!(layout.flags & format::FLAG_SOURCE_TREE, 0);
-    let loaded = LoadedWorld::from_compiled_bytes(&bytes).unwrap();
+    let loaded = Map::from_compiled_bytes(&bytes).unwrap();
     let world = loaded.view();
     assert!(!world.source.is_present());
     exercise(&world, 7);

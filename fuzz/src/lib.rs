@@ -4,7 +4,7 @@
 use bspq::math::Vec3;
 use bspq::query::MAX_COORDINATE;
 use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
-use bspq::world::World;
+use bspq::trace::Kernel as World;
 
 /// Reads query material cyclically from the input's last bytes, so that the
 /// fuzzer can steer the queries (trailing bytes of an IBSP file are ignored

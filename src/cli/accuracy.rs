@@ -8,8 +8,8 @@ use bspq::accuracy::{compare, shape_query, ErrorStats, KINDS};
 use bspq::compile::bevels::{self, BevelOptions};
 use bspq::conformance::read_query_lines;
 use bspq::query::{Query, QueryLine};
+use bspq::trace::Kernel as World;
 use bspq::trace::{reference_trace, trace, Scratch, TraceQuery, TraceResult};
-use bspq::world::World;
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -124,20 +124,17 @@ fn bevel_table(out: &mut impl Write, world: &World, boxes: &[TraceQuery]) -> any
     // Rows are printed by kind, but measured by setting: one kernel at a time.
     let variants = bevel_variants();
     let mut rows = vec![vec![String::new(); variants.len()]; KINDS.len()];
-    let mut kernel = world.kernel.clone();
+    let mut kernel = world.accel.clone();
     let mut scratch = Scratch::new();
     for (v, (name, options)) in variants.iter().enumerate() {
         let (ranges, bevels, counts) = bevels::build(world, options);
-        let bevelled = World {
+        let bevelled = bspq::world::World {
             shape_bevel_ranges: &ranges,
             shape_bevels: &bevels,
-            ..*world
+            ..world.world
         };
         kernel.set_shape_bevels(&bevelled);
-        let variant = World {
-            kernel: &kernel,
-            ..bevelled
-        };
+        let variant = World::new(bevelled, &kernel);
         for (k, (kind, (queries, reference))) in KINDS.iter().zip(&kinds).enumerate() {
             let pairs: Vec<(TraceResult, TraceResult)> = queries
                 .iter()

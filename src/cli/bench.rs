@@ -10,11 +10,11 @@ use anyhow::{bail, Context};
 use bspq::conformance::read_query_lines;
 use bspq::query::{Query, QueryLine};
 use bspq::trace::sieve::Sieve;
+use bspq::trace::Kernel as World;
 use bspq::trace::{
     any_hit, any_hit_queries, any_hit_with_stats, point_contents, trace, trace_queries,
     trace_with_stats, BatchOptions, Scratch, TraceQuery, WalkStats,
 };
-use bspq::world::World;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use parry::{Baseline, ParryQuery};
@@ -432,17 +432,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     // The same single path over the four-wide trees, where the eight-wide
     // ones were built (AVX2): what the eight-wide search gains, side by side.
     let four_kernel = world
-        .kernel
+        .accel
         .bvh
         .wide
         .present()
-        .then(|| world.kernel.without_wide_trees());
+        .then(|| world.accel.without_wide_trees());
     let bspq_four_wide = four_kernel
         .as_ref()
         .filter(|_| !traces.is_empty())
         .map(|kernel| {
             progress.stage("timing single traces, four-wide trees");
-            let four = World { kernel, ..world };
+            let four = World {
+                accel: kernel,
+                ..world
+            };
             measure(traces.len(), args.runs, min_run, || {
                 trace_pass(&four, &traces, &mut scratch)
             })

@@ -13,11 +13,11 @@ use anyhow::{bail, Context};
 use bspq::accuracy::{shape_query, KINDS};
 use bspq::conformance::read_query_lines;
 use bspq::query::{Query, QueryLine, ShapeLine};
+use bspq::trace::Kernel as World;
 use bspq::trace::{
     any_hit, any_hit_queries, point_contents, trace, trace_queries, BatchOptions, Scratch,
     TraceQuery, TraceResult,
 };
-use bspq::world::World;
 use clap::Args;
 use glam::Vec3;
 use std::path::{Path, PathBuf};
@@ -71,7 +71,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         .filter_map(|(i, q)| shape_query(KINDS[i % KINDS.len()], q, false))
         .collect();
     failed |= compare(&world, "shapes: ", &shapes);
-    let (brushes, facets) = world.kernel.unlisted.counts();
+    let (brushes, facets) = world.accel.unlisted.counts();
     println!(
         "unlisted pieces                      {brushes} brushes, {facets} facets (contacts near them take the walk)"
     );
@@ -122,10 +122,10 @@ fn compare(world: &World, label: &str, moves: &[TraceQuery]) -> bool {
     });
     // Where the full trace searches the eight-wide trees (AVX2), the
     // four-wide search that other processors take, too.
-    if world.kernel.bvh.wide.present() {
-        let kernel = world.kernel.without_wide_trees();
+    if world.accel.bvh.wide.present() {
+        let kernel = world.accel.without_wide_trees();
         let four = World {
-            kernel: &kernel,
+            accel: &kernel,
             ..*world
         };
         let narrow: Vec<TraceResult> = moves

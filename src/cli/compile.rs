@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use bspq::compile::{CompileError, CompileOptions};
-use bspq::world::load::{
+use bspq::map::{
     compile_source, open_compiled_file, read_source, write_atomically_checked, LoadError, WorldSpec,
 };
 use bspq::world::HullSpec;

@@ -1,7 +1,9 @@
 //! `bspq inspect`: what a world holds, and for compiled files how they are laid out.
 
 use super::{BevelArgs, WorldArgs};
-use bspq::world::bvh::{EMPTY_SLOT, LOOSE_FACET, PATCH, PRIMITIVE, RAY_FACET, SMALL_BOX_HALF};
+use bspq::trace::accel::bvh::{
+    EMPTY_SLOT, LOOSE_FACET, PATCH, PRIMITIVE, RAY_FACET, SMALL_BOX_HALF,
+};
 use bspq::world::format;
 use clap::Args;
 use std::process::ExitCode;
@@ -31,10 +33,10 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         no_curves: args.no_curves,
         bevels: args.bevels,
     };
-    let spec = bspq::world::load::WorldSpec::parse(&world_args.world);
+    let spec = bspq::map::WorldSpec::parse(&world_args.world);
     let mut checksum_ok = true;
     if spec.member.is_none() {
-        if let Ok(bytes) = bspq::world::load::read_limited(&spec.path) {
+        if let Ok(bytes) = bspq::map::read_limited(&spec.path) {
             if format::looks_like_world_file(&bytes) {
                 checksum_ok = print_layout(&bytes);
             }
@@ -126,9 +128,9 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         world.facets.len(),
         world.patch_planes.len()
     );
-    let bvh = &world.kernel.bvh;
+    let bvh = &world.accel.bvh;
     // Primitives of kind `kind` (bits `PATCH | FACET`) in `nodes`.
-    let count = |nodes: &[bspq::world::bvh::BvhNode], kind: u32| {
+    let count = |nodes: &[bspq::trace::accel::bvh::BvhNode], kind: u32| {
         // (A set: a spatial split may hold a primitive twice.)
         nodes
             .iter()
@@ -183,10 +185,10 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     }
     println!(
         "axial boxes      {} of {} brushes (clipped from their six distances)",
-        world.kernel.axial_brushes.len(),
+        world.accel.axial_brushes.len(),
         world.brushes.len()
     );
-    let occupancy = &world.kernel.occupancy;
+    let occupancy = &world.accel.occupancy;
     if occupancy.bytes() == 0 {
         println!("occupancy grid   none (an unbounded brush, or nothing to mark): batches search every query");
     } else {
@@ -197,7 +199,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             occupancy.bytes()
         );
     }
-    let (brushes, facets) = world.kernel.unlisted.counts();
+    let (brushes, facets) = world.accel.unlisted.counts();
     println!(
         "unlisted         {brushes} brushes, {facets} facets reach where the source's tree does not list them"
     );

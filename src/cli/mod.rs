@@ -121,14 +121,14 @@ impl WorldArgs {
     /// was compiled with: `--no-curves` on one compiled with curves is an
     /// error rather than ignored, so that no command answers (or compares
     /// answers) for a setting it does not have.
-    pub fn open(&self) -> anyhow::Result<bspq::world::load::LoadedWorld> {
-        let spec = bspq::world::load::WorldSpec::parse(&self.world);
+    pub fn open(&self) -> anyhow::Result<bspq::map::Map> {
+        let spec = bspq::map::WorldSpec::parse(&self.world);
         let options = bspq::compile::CompileOptions {
             curves: !self.no_curves,
             shape_bevels: self.bevels.options(),
             ..Default::default()
         };
-        let loaded = bspq::world::load::open_world(&spec, &options)
+        let loaded = bspq::map::open_world(&spec, &options)
             .map_err(|err| load_error(err, || format!("cannot open world {}", self.world)))?;
         if self.no_curves && loaded.view().info.curves {
             anyhow::bail!(
@@ -144,7 +144,7 @@ impl WorldArgs {
 /// A world's load error, with `context` first unless the error already
 /// names the file.
 pub(crate) fn load_error(
-    err: bspq::world::load::LoadError,
+    err: bspq::map::LoadError,
     context: impl FnOnce() -> String,
 ) -> anyhow::Error {
     if err.names_file() {

@@ -25,10 +25,10 @@ use anyhow::bail;
 use bspq::contents::{
     CONTENTS_PLAYERCLIP, CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT, MASK_SOLID,
 };
+use bspq::map::{read_source, WorldSpec};
 use bspq::source::q3bsp::{looks_like_ibsp, Q3Bsp};
+use bspq::trace::Kernel as World;
 use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
-use bspq::world::load::{read_source, WorldSpec};
-use bspq::world::World;
 use clap::{Args, ValueEnum};
 use glam::Vec3;
 use std::io::Write;

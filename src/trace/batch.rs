@@ -6,8 +6,8 @@
 
 use super::sieve::{missed, Moves, Sieve};
 use super::work::{Scratch, TraceQuery, TraceResult};
+use super::Kernel;
 use crate::math::Vec3;
-use crate::world::World;
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -205,7 +205,7 @@ impl BatchResults {
 
 /// Traces every query of `batch`; `out` is cleared and filled in query order.
 pub fn trace_batch(
-    world: &World,
+    world: &Kernel,
     batch: &TraceBatch,
     options: &BatchOptions,
     out: &mut BatchResults,
@@ -231,7 +231,7 @@ pub fn trace_batch(
 /// Any-hit for every query of `batch`: `out[i]` is whether query `i` touches
 /// anything in its mask (exactly `fraction < 1` of its full trace).
 pub fn any_hit_batch(
-    world: &World,
+    world: &Kernel,
     batch: &TraceBatch,
     options: &BatchOptions,
     out: &mut Vec<bool>,
@@ -250,7 +250,7 @@ pub fn any_hit_batch(
 
 /// Traces a list of queries with any shapes and masks, in order.
 pub fn trace_queries(
-    world: &World,
+    world: &Kernel,
     queries: &[TraceQuery],
     options: &BatchOptions,
 ) -> Vec<TraceResult> {
@@ -266,7 +266,11 @@ pub fn trace_queries(
 
 /// Any-hit for a list of queries with any shapes and masks, in order:
 /// answer `i` is [`super::any_hit`] of `queries[i]`.
-pub fn any_hit_queries(world: &World, queries: &[TraceQuery], options: &BatchOptions) -> Vec<bool> {
+pub fn any_hit_queries(
+    world: &Kernel,
+    queries: &[TraceQuery],
+    options: &BatchOptions,
+) -> Vec<bool> {
     let sieve = Sieve::new(world);
     run_sifted(
         queries.len(),

@@ -1,10 +1,11 @@
 //! Clipping a moving box against one convex brush, with the reference's
 //! epsilon rules (stop 1/8 unit short; "touching" counts within 1/8 unit).
 
+use super::accel::{AxialBrush, SideLanes};
 use super::work::TraceWork;
+use super::Kernel;
 use crate::math::{splat_axes, SURFACE_CLIP_EPSILON};
-use crate::world::kernel::{AxialBrush, SideLanes};
-use crate::world::{Brush, World};
+use crate::world::Brush;
 use glam::{BVec4A, Vec3A, Vec4};
 use std::hint::select_unpredictable;
 
@@ -24,13 +25,13 @@ pub(crate) enum BrushClip {
 /// Clips the trace's move against brush `index` on its own (nothing found
 /// before is read).
 #[inline]
-pub(crate) fn clip_brush(world: &World, index: usize, w: &TraceWork) -> BrushClip {
+pub(crate) fn clip_brush(world: &Kernel, index: usize, w: &TraceWork) -> BrushClip {
     let brush = &world.brushes[index];
     if brush.num_sides == 0 {
         return BrushClip::Miss;
     }
     let count = brush.num_sides as usize;
-    let kernel = &world.kernel;
+    let kernel = &world.accel;
     if let Some(&axial) = kernel.brush_axial.get(index) {
         if let Some(axial) = kernel.axial_brushes.get(axial as usize) {
             return clip_axial(axial, w);
@@ -336,7 +337,7 @@ fn cross_records(
 
 /// Whether the box at the trace's start overlaps `brush` (closed: touching counts).
 #[inline]
-pub(crate) fn box_in_brush(world: &World, brush: &Brush, w: &TraceWork) -> bool {
+pub(crate) fn box_in_brush(world: &Kernel, brush: &Brush, w: &TraceWork) -> bool {
     if brush.num_sides == 0 {
         return false;
     }

@@ -1,12 +1,13 @@
 //! Point contents: the contents of the leaf cell holding the point.
 
 use super::walk::Lists;
+use super::Kernel;
 use crate::math::Vec3;
-use crate::world::{World, NODE_CLOSED_PLANE};
+use crate::world::NODE_CLOSED_PLANE;
 
 /// The OR of the content flags of everything at `p` (a point on a brush's
 /// face is inside the brush).
-pub fn point_contents(world: &World, p: Vec3) -> u32 {
+pub fn point_contents(world: &Kernel, p: Vec3) -> u32 {
     if world.source.is_present() {
         source_contents(world, p)
     } else {
@@ -17,7 +18,7 @@ pub fn point_contents(world: &World, p: Vec3) -> u32 {
 /// From the compiled tree: the leaf's contents. A point exactly on a node
 /// plane belongs to the plane's front side, as in the reference, unless the
 /// plane is a detail face (then it belongs to both sides).
-fn contents_below(world: &World, mut child: i32, p: Vec3) -> u32 {
+fn contents_below(world: &Kernel, mut child: i32, p: Vec3) -> u32 {
     let mut contents = 0;
     while child >= 0 {
         let node = &world.nodes[child as usize];
@@ -33,7 +34,7 @@ fn contents_below(world: &World, mut child: i32, p: Vec3) -> u32 {
 /// From the source's tree, as the reference answers: the one leaf holding
 /// the point (a point on a plane lies in front of it), and of the brushes
 /// it lists, those the point is in.
-fn source_contents(world: &World, p: Vec3) -> u32 {
+fn source_contents(world: &Kernel, p: Vec3) -> u32 {
     let tree = Lists::source(&world.source);
     let mut child = tree.root;
     while child >= 0 {

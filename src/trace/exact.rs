@@ -10,8 +10,9 @@
 use super::shape::Shape;
 use super::sweep::with_support;
 use super::work::{Scratch, TraceQuery, TraceResult};
+use super::Kernel;
 use crate::math::{dvec, DVec3, Vec3, Winding, SURFACE_CLIP_EPSILON};
-use crate::world::{Brush, World};
+use crate::world::Brush;
 use parry3d::math::{Pose, Vector};
 use parry3d::query::details::cast_shapes_support_map_support_map;
 use parry3d::query::details::distance_support_map_support_map;
@@ -32,11 +33,11 @@ fn gv(v: Vector) -> Vec3 {
 
 /// The corners of a brush's convex polyhedron (each side's face, clipped by
 /// every other side), in f64 world coordinates.
-pub fn brush_vertices(world: &World, brush: &Brush) -> Vec<DVec3> {
+pub fn brush_vertices(world: &Kernel, brush: &Brush) -> Vec<DVec3> {
     polyhedron_vertices(&brush_planes(world, brush))
 }
 
-fn brush_planes(world: &World, brush: &Brush) -> Vec<(DVec3, f64)> {
+fn brush_planes(world: &Kernel, brush: &Brush) -> Vec<(DVec3, f64)> {
     let first = brush.first_side as usize;
     world.brush_sides[first..first + brush.num_sides as usize]
         .iter()
@@ -73,7 +74,13 @@ fn polyhedron_vertices(planes: &[(DVec3, f64)]) -> Vec<DVec3> {
 /// `origin` (`None` when nothing is left). GJK in f32 loses precision on
 /// polytopes thousands of units across; cut to the region a sweep can reach,
 /// they stay small.
-fn local_cloud(world: &World, brush: &Brush, lo: DVec3, hi: DVec3, origin: DVec3) -> Option<Cloud> {
+fn local_cloud(
+    world: &Kernel,
+    brush: &Brush,
+    lo: DVec3,
+    hi: DVec3,
+    origin: DVec3,
+) -> Option<Cloud> {
     let bmin = dvec(Vec3::from_array(brush.mins));
     let bmax = dvec(Vec3::from_array(brush.maxs));
     if bmin.cmpgt(hi).any() || bmax.cmplt(lo).any() {
@@ -194,7 +201,7 @@ const REFINE_SPAN: f32 = 1.0;
 /// Sweeps `shape` (half-size `half`, centred at `start`, moving by `motion`)
 /// exactly against `brush`.
 pub fn sweep_brush(
-    world: &World,
+    world: &Kernel,
     brush: &Brush,
     shape: &dyn SupportMap,
     half: Vec3,
@@ -251,7 +258,7 @@ const CONTACT_TOLERANCE: f32 = 0.05;
 /// One GJK cast over a segment, with the brush cut to the swept box: time of
 /// impact, the brush's outward normal and the contact point (world).
 fn cast_segment(
-    world: &World,
+    world: &Kernel,
     brush: &Brush,
     shape: &dyn SupportMap,
     reach: DVec3,
@@ -290,7 +297,7 @@ pub fn backed_off(toi: f32, motion: Vec3, normal: Vec3) -> f32 {
 /// folds brush clips: the strictly nearest contact wins; starting inside
 /// marks startsolid; staying inside ends the trace all-solid.
 fn fold(
-    world: &World,
+    world: &Kernel,
     brush: &Brush,
     outcome: BrushOutcome,
     motion: Vec3,
@@ -320,7 +327,7 @@ fn fold(
 }
 
 /// The surface flags of the brush side facing most along `normal`.
-fn facing_side(world: &World, brush: &Brush, normal: Vec3) -> u32 {
+fn facing_side(world: &Kernel, brush: &Brush, normal: Vec3) -> u32 {
     let first = brush.first_side as usize;
     world.brush_sides[first..first + brush.num_sides as usize]
         .iter()
@@ -348,7 +355,7 @@ fn finish(q: &TraceQuery, mut result: TraceResult) -> TraceResult {
 /// the exact sweep touches is left out); each is then swept exactly. Patches
 /// keep their plane-shifted contacts (their facets are not closed solids).
 pub(crate) fn trace_exact(
-    world: &World,
+    world: &Kernel,
     q: &TraceQuery,
     shape: &Shape,
     scratch: &mut Scratch,
@@ -385,7 +392,7 @@ pub(crate) fn trace_exact(
 /// Brute-force exact answers: every brush in the mask swept on its own
 /// (no tree, no plane shifting); the nearest contact wins. Brushes only:
 /// patches are left out.
-pub fn reference_trace(world: &World, q: &TraceQuery, shape: &Shape) -> TraceResult {
+pub fn reference_trace(world: &Kernel, q: &TraceQuery, shape: &Shape) -> TraceResult {
     let start = q.start + shape.centre();
     let motion = q.end - q.start;
     let parry_shape = ParryShape::new(shape);
@@ -410,7 +417,7 @@ mod tests {
     use crate::world::{BrushSide, Plane, WorldData};
 
     /// One axial cube brush, -32..32 on every axis.
-    fn cube_world() -> WorldData {
+    fn cube_world() -> crate::map::Map {
         let mut w = WorldData::default();
         for (axis, sign) in [
             (0, 1.0),
@@ -451,7 +458,8 @@ mod tests {
     #[test]
     fn cube_has_eight_corners() {
         let w = cube_world();
-        let v = brush_vertices(&w.view(), &w.brushes[0]);
+        let world = w.view();
+        let v = brush_vertices(&world, &world.brushes[0]);
         assert_eq!(v.len(), 8);
         assert!(v.iter().all(|p| p.abs() == DVec3::splat(32.0)));
     }

@@ -1,6 +1,6 @@
 //! The fast trace of moves (rays, boxes and plane-shifted shapes): find the
 //! brushes and patches near the move with the kernel's bounding-volume
-//! hierarchy ([`crate::world::bvh`]), clip each on its own, and keep the
+//! hierarchy ([`super::accel::bvh`]), clip each on its own, and keep the
 //! nearest contact.
 //!
 //! The BSP walk ([`super::tree`], [`super::sweep`]) answers in the
@@ -23,19 +23,20 @@
 //!
 //! Why no candidate is missed: a brush or patch can only be touched by a
 //! centre inside its cull box grown by the moving shape's half-size (see
-//! [`crate::world::kernel`]), and no contact's fraction is below the
+//! [`super::accel`]), and no contact's fraction is below the
 //! fraction where the move enters that grown box, so subtrees entered past
 //! the current window's end hold nothing that could change the answer.
 
+use super::accel::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDE, WIDTH};
+use super::accel::cores::CoreLanes;
 use super::brush::{box_in_brush, clip_brush, BrushClip};
 use super::patch::{facet_hit, patch_in_reach, position_test_patch};
 use super::walk::{walk_move, BoxReach, Move, PointReach, Probe, Segment, Visitor};
 use super::work::{Scratch, TraceQuery, TraceResult, TraceWork};
+use super::Kernel;
 use crate::contents::CONTENTS_SOLID;
 use crate::math::{splat_axes, Vec3};
-use crate::world::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDE, WIDTH};
-use crate::world::cores::CoreLanes;
-use crate::world::{Patch, World};
+use crate::world::Patch;
 #[cfg(not(target_arch = "x86_64"))]
 use glam::UVec4;
 use glam::{BVec4A, Vec3A, Vec4};
@@ -137,7 +138,7 @@ pub(crate) trait Clipper {
     fn mask(&self) -> u32;
     fn any_hit(&self) -> bool;
     /// Whether any-hit may stop where the move passes through a brush's
-    /// solid core (see [`crate::world::cores`]): for a ray or box, whose
+    /// solid core (see [`super::accel::cores`]): for a ray or box, whose
     /// half-size grows the core exactly as the clip shifts the brush's
     /// sides; not for shapes, whose bounding box is larger than they are.
     fn stops_at_solid_cores(&self) -> bool {
@@ -147,20 +148,21 @@ pub(crate) trait Clipper {
     /// see the module notes); then the patch tree is searched to the end
     /// of the move.
     fn patch_hits_reach_back(&self) -> bool;
-    fn brush(&self, world: &World, index: usize) -> Clipped;
+    fn brush(&self, world: &Kernel, index: usize) -> Clipped;
     /// The hit on facet `facet` of patch `patch`, if any; one that stops
     /// past `limit` may be left out (it cannot change the answer).
-    fn facet(&self, world: &World, patch: usize, facet: usize, limit: f32) -> Option<FacetContact>;
+    fn facet(&self, world: &Kernel, patch: usize, facet: usize, limit: f32)
+        -> Option<FacetContact>;
     /// Whether the shape at the move's start overlaps brush `b`, and
     /// patch `p` (closed: touching counts).
-    fn holds_start_brush(&self, world: &World, b: usize) -> bool;
-    fn holds_start_patch(&self, world: &World, p: usize) -> bool;
+    fn holds_start_brush(&self, world: &Kernel, b: usize) -> bool;
+    fn holds_start_patch(&self, world: &Kernel, p: usize) -> bool;
     /// Walks the move through the tree that decides the visit order (or,
     /// not `ordered`, the compiled tree), with the shape's reach across
     /// node planes, handing each leaf to `visitor`.
     fn walk_leaves<V: Visitor>(
         &self,
-        world: &World,
+        world: &Kernel,
         ordered: bool,
         stack: &mut Vec<Segment>,
         visitor: &mut V,
@@ -169,7 +171,7 @@ pub(crate) trait Clipper {
     /// whole in the tree), in facet order.
     fn patch(
         &self,
-        world: &World,
+        world: &Kernel,
         index: usize,
         mut offer: impl FnMut(FacetContact) -> Result<(), Stop>,
     ) -> Result<(), Stop> {
@@ -408,7 +410,7 @@ impl Ray {
     /// passes through from a start outside the core's brush (outside its
     /// cull box grown by the box; a lane without a core has an unbounded
     /// one): for a mask with solid in it, a contact before the end of the
-    /// move for each (see [`crate::world::cores`]).
+    /// move for each (see [`super::accel::cores`]).
     #[inline(always)]
     pub(super) fn core_hits(&self, lanes: &CoreLanes) -> u32 {
         let mut near = Vec4::ZERO;
@@ -430,7 +432,7 @@ impl Ray {
 /// touches.
 #[inline(always)]
 pub(crate) fn search<C: Clipper, P: Probe>(
-    world: &World,
+    world: &Kernel,
     bvh: &Bvh,
     clipper: &C,
     scratch: &mut Scratch,
@@ -449,7 +451,7 @@ pub(crate) fn search<C: Clipper, P: Probe>(
 /// [`search`] for a full trace or (`ANY_HIT`) an any-hit search.
 #[inline(never)]
 fn search_as<C: Clipper, P: Probe, const ANY_HIT: bool>(
-    world: &World,
+    world: &Kernel,
     bvh: &Bvh,
     clipper: &C,
     scratch: &mut Scratch,
@@ -466,7 +468,7 @@ fn search_as<C: Clipper, P: Probe, const ANY_HIT: bool>(
 /// the end of the move), nearest child first.
 #[inline(always)]
 fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
-    world: &World,
+    world: &Kernel,
     bvh: &Bvh,
     clipper: &C,
     search: &mut Search,
@@ -483,7 +485,7 @@ fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
     // outside its bounds. A full trace leaves it to the walk at once;
     // any-hit only when it finds nothing (what else it finds, the walk
     // finds too, so its answer stands).
-    let on_border = || all_patches && world.kernel.border_starts.may_hold(start);
+    let on_border = || all_patches && world.accel.border_starts.may_hold(start);
     if !ANY_HIT && on_border() {
         return Err(Stop::Undecided);
     }
@@ -559,7 +561,7 @@ pub(super) trait Lanes {
         top: &mut usize,
     ) -> u32;
     /// Whether the move passes through a solid core of node `node`'s
-    /// children (`cores` not empty; see [`crate::world::cores`]).
+    /// children (`cores` not empty; see [`super::accel::cores`]).
     fn core_hit(&self, cores: &[CoreLanes], node: u32) -> bool;
 }
 
@@ -607,7 +609,7 @@ impl Lanes for Four {
 
 /// What every tree search of one move shares.
 pub(super) struct Searching<'a, 'w, C, P> {
-    pub world: &'a World<'w>,
+    pub world: &'a Kernel<'w>,
     pub bvh: &'a Bvh,
     pub clipper: &'a C,
     pub search: &'a mut Search,
@@ -849,7 +851,7 @@ pub(super) fn lanes_in_mask(contents: &[u32; WIDTH], mask: u32) -> u32 {
 }
 
 /// The contents of primitive `reference`.
-fn primitive_contents(world: &World, bvh: &Bvh, reference: u32) -> u32 {
+fn primitive_contents(world: &Kernel, bvh: &Bvh, reference: u32) -> u32 {
     let index = (reference & INDEX) as usize;
     if reference & (PATCH | FACET) == 0 {
         world.brushes[index].contents
@@ -864,7 +866,7 @@ fn primitive_contents(world: &World, bvh: &Bvh, reference: u32) -> u32 {
 /// against the mask (no node's lanes filtered it).
 #[inline(never)]
 pub(super) fn primitive_unmasked<C: Clipper, P: Probe>(
-    world: &World,
+    world: &Kernel,
     bvh: &Bvh,
     reference: u32,
     clipper: &C,
@@ -885,7 +887,7 @@ pub(super) fn primitive_unmasked<C: Clipper, P: Probe>(
 /// set-up and crowded the loop's registers.
 #[inline(never)]
 pub(super) fn primitive<C: Clipper, P: Probe>(
-    world: &World,
+    world: &Kernel,
     bvh: &Bvh,
     reference: u32,
     clipper: &C,
@@ -896,11 +898,11 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
     let any_hit = clipper.any_hit();
     // Whether the reference meets what the clip met: not always where a
     // primitive reaches out of the leaves of the source's tree that list
-    // it (see `world::listing`). A contact elsewhere lies in a leaf that
+    // it (see `accel::listing`). A contact elsewhere lies in a leaf that
     // lists it, which the walk reaches no later than the contact; near
     // such a piece (the box where the move makes the contact, or starts,
     // when it starts inside) the walk decides.
-    let unlisted = &world.kernel.unlisted;
+    let unlisted = &world.accel.unlisted;
     let box_at = |frac: f32| {
         let (start, end, half) = clipper.segment();
         let centre = start + (end - start) * frac;
@@ -983,17 +985,17 @@ impl Clipper for TraceWork {
         self.bounds
     }
 
-    fn holds_start_brush(&self, world: &World, b: usize) -> bool {
+    fn holds_start_brush(&self, world: &Kernel, b: usize) -> bool {
         box_in_brush(world, &world.brushes[b], self)
     }
 
-    fn holds_start_patch(&self, world: &World, p: usize) -> bool {
+    fn holds_start_patch(&self, world: &Kernel, p: usize) -> bool {
         position_test_patch(world, &world.patches[p], self)
     }
 
     fn walk_leaves<V: Visitor>(
         &self,
-        world: &World,
+        world: &Kernel,
         ordered: bool,
         stack: &mut Vec<Segment>,
         visitor: &mut V,
@@ -1029,7 +1031,13 @@ impl Clipper for TraceWork {
     }
 
     #[inline(always)]
-    fn facet(&self, world: &World, patch: usize, facet: usize, limit: f32) -> Option<FacetContact> {
+    fn facet(
+        &self,
+        world: &Kernel,
+        patch: usize,
+        facet: usize,
+        limit: f32,
+    ) -> Option<FacetContact> {
         let patch = &world.patches[patch];
         if !patch_in_reach(patch, &self.bounds) {
             return None;
@@ -1041,7 +1049,7 @@ impl Clipper for TraceWork {
     }
 
     #[inline(always)]
-    fn brush(&self, world: &World, index: usize) -> Clipped {
+    fn brush(&self, world: &Kernel, index: usize) -> Clipped {
         match clip_brush(world, index, self) {
             BrushClip::Miss => Clipped::Miss,
             BrushClip::Inside { gets_out } => Clipped::Inside { gets_out },
@@ -1055,7 +1063,7 @@ impl Clipper for TraceWork {
 
 /// What a contact with side `side` of brush `index` reports.
 #[inline(always)]
-pub(super) fn brush_contact(world: &World, index: usize, side: usize) -> Contact {
+pub(super) fn brush_contact(world: &Kernel, index: usize, side: usize) -> Contact {
     let brush = &world.brushes[index];
     let side = &world.brush_sides[brush.first_side as usize + side];
     let plane = &world.planes[side.plane as usize];

@@ -1,5 +1,5 @@
 //! The query kernel: point contents, ray traces and box sweeps against a
-//! [`World`]. No I/O, no threads, no allocation per query (the caller owns a
+//! [`Kernel`]. No I/O, no threads, no allocation per query (the caller owns a
 //! [`Scratch`]).
 //!
 //! The path of a trace reads from the names: [`trace`] → [`tree`] (walk the
@@ -11,6 +11,7 @@
 //! Registered onion hulls take [`onion`] (the box's centre walked as a point
 //! through the hull-refined tree, clipped with the box routines).
 
+pub mod accel;
 mod batch;
 mod brush;
 mod contents;
@@ -42,14 +43,66 @@ pub use work::{Scratch, TraceQuery, TraceResult};
 use crate::world::World;
 use work::TraceWork;
 
+/// A world as the kernel reads it: the file's arrays and what loading
+/// derived from them ([`accel::Accel`]: the kernel's trees and grids, built
+/// by [`accel::build`] from the same world). It reads as the world it
+/// wraps.
+#[derive(Debug, Clone, Copy)]
+pub struct Kernel<'a> {
+    pub world: World<'a>,
+    pub accel: &'a accel::Accel,
+    /// Answer every trace with the BSP walk over the tree that decides the
+    /// visit order (the reference the fast paths are held to), never the
+    /// fast search or the batch's first pass.
+    pub walk_only: bool,
+}
+
+impl<'a> Kernel<'a> {
+    /// `world` with `accel`, which must have been built from it.
+    pub fn new(world: World<'a>, accel: &'a accel::Accel) -> Self {
+        Kernel {
+            world,
+            accel,
+            walk_only: false,
+        }
+    }
+
+    /// This world answering every trace with the reference walk (see
+    /// [`Kernel::walk_only`]).
+    pub fn reference(&self) -> Self {
+        Kernel {
+            walk_only: true,
+            ..*self
+        }
+    }
+
+    /// This world without the source's tree: answers that depend on the
+    /// order in which leaves are visited come from the compiled tree (for
+    /// tests and tools comparing the two).
+    pub fn without_source_tree(&self) -> Self {
+        Kernel {
+            world: self.world.without_source_tree(),
+            ..*self
+        }
+    }
+}
+
+impl<'a> std::ops::Deref for Kernel<'a> {
+    type Target = World<'a>;
+
+    fn deref(&self) -> &World<'a> {
+        &self.world
+    }
+}
+
 /// Traces `query` through `world` and returns the first contact.
-pub fn trace(world: &World, query: &TraceQuery, scratch: &mut Scratch) -> TraceResult {
+pub fn trace(world: &Kernel, query: &TraceQuery, scratch: &mut Scratch) -> TraceResult {
     trace_probed::<_, true>(world, query, scratch, &mut ())
 }
 
 /// [`trace`], also counting what the walk did (for tuning; slower).
 pub fn trace_with_stats(
-    world: &World,
+    world: &Kernel,
     query: &TraceQuery,
     scratch: &mut Scratch,
 ) -> (TraceResult, WalkStats) {
@@ -60,13 +113,13 @@ pub fn trace_with_stats(
 
 /// Whether the trace touches anything in its mask: exactly `fraction < 1` of
 /// [`trace`], found faster by stopping at the first contact.
-pub fn any_hit(world: &World, query: &TraceQuery, scratch: &mut Scratch) -> bool {
+pub fn any_hit(world: &Kernel, query: &TraceQuery, scratch: &mut Scratch) -> bool {
     any_hit_probed::<_, true>(world, query, scratch, &mut ())
 }
 
 /// [`any_hit`], also counting what the walk did.
 pub fn any_hit_with_stats(
-    world: &World,
+    world: &Kernel,
     query: &TraceQuery,
     scratch: &mut Scratch,
 ) -> (bool, WalkStats) {
@@ -79,7 +132,7 @@ pub fn any_hit_with_stats(
 /// occupancy grid (a batch, whose first pass asked already, passes false).
 #[inline(always)]
 pub(crate) fn trace_probed<P: walk::Probe, const SIFT: bool>(
-    world: &World,
+    world: &Kernel,
     query: &TraceQuery,
     scratch: &mut Scratch,
     probe: &mut P,
@@ -107,7 +160,7 @@ pub(crate) fn trace_probed<P: walk::Probe, const SIFT: bool>(
 /// [`any_hit`] with a probe; `SIFT` as for [`trace_probed`].
 #[inline(always)]
 pub(crate) fn any_hit_probed<P: walk::Probe, const SIFT: bool>(
-    world: &World,
+    world: &Kernel,
     query: &TraceQuery,
     scratch: &mut Scratch,
     probe: &mut P,
@@ -137,7 +190,7 @@ pub(crate) fn any_hit_probed<P: walk::Probe, const SIFT: bool>(
 /// is left in `work.result`.
 #[inline(always)]
 fn walk<P: walk::Probe>(
-    world: &World,
+    world: &Kernel,
     work: &mut TraceWork,
     scratch: &mut Scratch,
     probe: &mut P,
@@ -159,7 +212,7 @@ fn walk<P: walk::Probe>(
         work.result = walk::trace_tree(world, &*work, scratch, probe);
         return None;
     }
-    let outcome = fast::search(world, &world.kernel.bvh, work, scratch, probe);
+    let outcome = fast::search(world, &world.accel.bvh, work, scratch, probe);
     settle(world, work, outcome, scratch, probe)
 }
 
@@ -170,7 +223,7 @@ fn walk<P: walk::Probe>(
 /// (both left in `work.result`).
 #[inline(always)]
 fn settle<P: walk::Probe>(
-    world: &World,
+    world: &Kernel,
     work: &mut TraceWork,
     outcome: fast::Outcome,
     scratch: &mut Scratch,
@@ -208,7 +261,7 @@ pub struct BrushContact {
 
 /// Every brush in `query.mask` that the trace touches, each clipped on its
 /// own (brute force, no tree): the raw material of "why this answer".
-pub fn brush_contacts(world: &World, query: &TraceQuery) -> Vec<BrushContact> {
+pub fn brush_contacts(world: &Kernel, query: &TraceQuery) -> Vec<BrushContact> {
     use fast::{Clipped, Clipper};
     let work = TraceWork::new(query);
     let mut out = Vec::new();

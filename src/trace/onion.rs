@@ -23,8 +23,9 @@
 use super::fast::{Clipped, Clipper};
 use super::walk::{clip_patch, walk, with_stack, HullNodes, Move, PointReach, Segment, Visitor};
 use super::work::{Scratch, TraceQuery, TraceResult, TraceWork};
+use super::Kernel;
 use crate::math::Vec3;
-use crate::world::{HullLeaf, World};
+use crate::world::HullLeaf;
 use thiserror::Error;
 
 /// A trace of a registered onion hull.
@@ -46,7 +47,7 @@ pub enum HullError {
 impl HullQuery {
     /// A move of hull `name` of `world` from `start` to `end` against `mask`.
     pub fn new(
-        world: &World,
+        world: &Kernel,
         name: &str,
         start: Vec3,
         end: Vec3,
@@ -97,13 +98,13 @@ pub struct HullStats {
 }
 
 /// Traces a hull query (the hull must be one of `world`'s).
-pub fn trace_hull(world: &World, q: &HullQuery, scratch: &mut Scratch) -> TraceResult {
+pub fn trace_hull(world: &Kernel, q: &HullQuery, scratch: &mut Scratch) -> TraceResult {
     trace_hull_with_stats(world, q, scratch).0
 }
 
 /// [`trace_hull`], also saying what the walk did.
 pub fn trace_hull_with_stats(
-    world: &World,
+    world: &Kernel,
     q: &HullQuery,
     scratch: &mut Scratch,
 ) -> (TraceResult, HullStats) {
@@ -163,7 +164,7 @@ pub fn trace_hull_with_stats(
 }
 
 struct Walk<'a, 'w> {
-    world: &'a World<'w>,
+    world: &'a Kernel<'w>,
     hull: usize,
     w: TraceWork,
     scratch: &'a mut Scratch,
@@ -188,7 +189,7 @@ impl Walk<'_, '_> {
 
     fn run(&mut self, stack: &mut Vec<Segment>) {
         let world = self.world;
-        let tree = world.onion.tree(self.hull, world.nodes.len());
+        let tree = world.accel.onion.tree(self.hull, world.nodes.len());
         if let Some(root) = tree.first() {
             if (root.contents_below[0] | root.contents_below[1]) & self.w.mask == 0 {
                 // Nothing anywhere in the mask for this hull.

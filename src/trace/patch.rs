@@ -8,11 +8,12 @@
 //! the same fraction and never hit; rays instead find where they cross each
 //! surface plane and check that crossing against the facet's borders.
 
+use super::accel::SideLanes;
 use super::brush::{lane_dot, BrushClip, Crossings};
 use super::work::TraceWork;
+use super::Kernel;
 use crate::math::{lanes_of, splat_axes, Vec3, SURFACE_CLIP_EPSILON};
-use crate::world::kernel::SideLanes;
-use crate::world::{Facet, FacetBorder, Patch, PatchPlane, World};
+use crate::world::{Facet, FacetBorder, Patch, PatchPlane};
 use glam::Vec4;
 use std::ops::Index;
 
@@ -58,7 +59,7 @@ impl FacetHit {
 /// `stop_limit` (a ray's hit past it is not looked at closely).
 #[inline]
 pub(crate) fn facet_hit(
-    world: &World,
+    world: &Kernel,
     facet: usize,
     w: &TraceWork,
     stop_limit: f32,
@@ -86,7 +87,7 @@ pub(crate) fn patch_in_reach<V: Index<usize, Output = f32>>(
 /// each border (flipped when inward), each pushed out by the box.
 #[inline(always)]
 fn shifted_planes<'a>(
-    world: &'a World,
+    world: &'a Kernel,
     facet: &'a Facet,
     w: &'a TraceWork,
 ) -> ((Vec3, f32), impl Iterator<Item = (Vec3, f32)> + 'a) {
@@ -113,10 +114,10 @@ fn shifted_planes<'a>(
 /// Facet `facet`'s plane records in the kernel's lanes and which planes are
 /// inward borders.
 #[inline(always)]
-pub(super) fn facet_lanes<'a>(world: &World<'a>, facet: usize) -> (&'a [SideLanes], u32) {
-    let lanes = &world.kernel.facets[facet];
+pub(super) fn facet_lanes<'a>(world: &Kernel<'a>, facet: usize) -> (&'a [SideLanes], u32) {
+    let lanes = &world.accel.facets[facet];
     let count = 1 + world.facets[facet].num_borders as usize;
-    let records = &world.kernel.facet_lanes[lanes.first as usize..][..count.div_ceil(4)];
+    let records = &world.accel.facet_lanes[lanes.first as usize..][..count.div_ceil(4)];
     (records, lanes.inward)
 }
 
@@ -125,7 +126,7 @@ pub(super) fn facet_lanes<'a>(world: &World<'a>, facet: usize) -> (&'a [SideLane
 /// both distances and the tests computed with the same operations per lane
 /// (a loop over the planes branched on every plane: a facet clip cost about
 /// ten mispredicted branches).
-fn box_facet_hit(world: &World, index: usize, w: &TraceWork) -> Option<FacetHit> {
+fn box_facet_hit(world: &Kernel, index: usize, w: &TraceWork) -> Option<FacetHit> {
     let facet = &world.facets[index];
     let (records, inward) = facet_lanes(world, index);
     let (lower, upper) = (splat_axes(w.lower), splat_axes(w.extents));
@@ -217,7 +218,7 @@ const NEVER: f32 = 99999.0;
 /// `limit` (a crossing past it cannot replace a contact there) and stops no
 /// later than `stop_limit`.
 fn point_facet_hit(
-    world: &World,
+    world: &Kernel,
     index: usize,
     w: &TraceWork,
     limit: f32,
@@ -287,7 +288,7 @@ fn ray_within_borders(records: &[SideLanes], inward: u32, w: &TraceWork, at: f32
 }
 
 /// Whether the box at the trace's start overlaps a facet of `patch`.
-pub(crate) fn position_test_patch(world: &World, patch: &Patch, w: &TraceWork) -> bool {
+pub(crate) fn position_test_patch(world: &Kernel, patch: &Patch, w: &TraceWork) -> bool {
     // A point is never inside a facet (they have no thickness), so the
     // reference does not test points at all.
     if w.is_point {
@@ -331,21 +332,24 @@ pub(crate) mod tests {
     }
 
     /// A flat 3×3 patch on z = 0 over (0,0)–(64,64), facing +z.
-    fn flat_world() -> WorldData {
+    fn flat_world() -> crate::map::Map {
         let mut world = WorldData::default();
         let added = add_grid(&mut world, |i, j| Vec3::new(i * 32.0, j * 32.0, 0.0));
         assert_eq!(added, Some(0));
         with_kernel(world)
     }
 
-    /// `data` with the kernel's records built, as loading builds them.
-    pub(crate) fn with_kernel(mut data: WorldData) -> WorldData {
-        data.kernel = crate::world::kernel::build(&data.view());
-        data
+    /// `data` loaded, with the kernel's records built.
+    pub(crate) fn with_kernel(mut data: WorldData) -> crate::map::Map {
+        if data.leaves.is_empty() {
+            // (A world is at least one leaf.)
+            data.leaves.push(bytemuck::Zeroable::zeroed());
+        }
+        crate::map::Map::from_data(data).expect("a valid world")
     }
 
     /// The move's answer against patch 0 alone.
-    fn sweep(world: &World, start: Vec3, end: Vec3, half: f32) -> TraceWork {
+    fn sweep(world: &Kernel, start: Vec3, end: Vec3, half: f32) -> TraceWork {
         let mut w = TraceWork::new(&TraceQuery::boxed(
             start,
             end,
@@ -361,7 +365,8 @@ pub(crate) mod tests {
 
     #[test]
     fn flat_patch_is_one_facet_on_the_patch_plane() {
-        let world = flat_world();
+        let map = flat_world();
+        let world = map.view();
         assert_eq!(world.facets.len(), 1);
         let surface = &world.patch_planes[world.facets[0].surface_plane as usize];
         assert_eq!(surface.plane, [0.0, 0.0, 1.0, 0.0]);
@@ -455,7 +460,7 @@ pub(crate) mod tests {
                 shape: None,
                 exact: false,
             });
-            position_test_patch(&world.view(), &world.patches[0], &w)
+            position_test_patch(&world.view(), &world.view().patches[0], &w)
         };
         assert!(at(Vec3::new(32.0, 32.0, 4.0), 8.0));
         assert!(at(Vec3::new(32.0, 32.0, -7.0), 8.0));
@@ -468,7 +473,7 @@ pub(crate) mod tests {
     /// Curved patches facing every way: bumps along x and y, an arch on
     /// its side and a saddle, so facets have borders of every kind, inward
     /// ones included, and bevels.
-    pub(crate) fn curved_world() -> WorldData {
+    pub(crate) fn curved_world() -> crate::map::Map {
         let mut world = WorldData::default();
         let grids: [&dyn Fn(f32, f32) -> Vec3; 4] = [
             &|i, j| Vec3::new(i * 40.0, j * 40.0, if i == 1.0 { 48.0 } else { 0.0 }),
@@ -572,7 +577,7 @@ pub(crate) mod tests {
         let data = curved_world();
         let world = data.view();
         assert!(
-            world.kernel.facets.iter().any(|f| f.inward != 0),
+            world.accel.facets.iter().any(|f| f.inward != 0),
             "no inward border to test"
         );
         let mut cases = Cases::new(0x51_7cc1_b727_220a);
@@ -609,7 +614,7 @@ pub(crate) mod tests {
 
     /// Whether the ray, crossing the facet's surface at `at`, crosses it
     /// within every border, as the reference tests it, border by border.
-    fn reference_within_borders(world: &World, facet: &Facet, w: &TraceWork, at: f32) -> bool {
+    fn reference_within_borders(world: &Kernel, facet: &Facet, w: &TraceWork, at: f32) -> bool {
         let first = facet.first_border as usize;
         world.facet_borders[first..first + facet.num_borders as usize]
             .iter()

@@ -1,7 +1,7 @@
 //! Which queries surely touch nothing, before any search.
 //!
 //! A ray or box move whose swept box reaches no occupied cell of the
-//! world's grid ([`crate::world::occupancy`]) enters no primitive's bounds,
+//! world's grid ([`super::accel::occupancy`]) enters no primitive's bounds,
 //! so the search would find nothing: its answer is the end of the move,
 //! fraction 1, nothing else set, exactly what the search returns for it
 //! (and `false` from [`super::any_hit`]). A single query asks before its
@@ -9,11 +9,11 @@
 //! in one pass without a branch per query, then searches only the rest
 //! (see [`super::batch`]).
 
+use super::accel::border_starts::BorderStarts;
+use super::accel::occupancy::Occupancy;
 use super::work::{TraceQuery, TraceResult};
+use super::Kernel;
 use crate::math::Vec3;
-use crate::world::border_starts::BorderStarts;
-use crate::world::occupancy::Occupancy;
-use crate::world::World;
 use glam::{BVec4A, Vec3A, Vec4};
 
 /// The grid of a world without one: nothing is known clear.
@@ -29,8 +29,8 @@ pub struct Sieve<'w> {
 impl<'w> Sieve<'w> {
     /// The sieve of `world` (one that passes every query through when the
     /// world answers with the walk alone).
-    pub fn new(world: &'w World) -> Self {
-        let kernel = &world.kernel;
+    pub fn new(world: &'w Kernel) -> Self {
+        let kernel = &world.accel;
         Sieve {
             occupancy: if !world.walk_only {
                 &kernel.occupancy

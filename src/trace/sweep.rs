@@ -15,8 +15,9 @@ use super::shape::{Capsule, Cylinder, Hull, Shape, Sphere, Support};
 use super::walk::Lists;
 use super::walk::{self, walk_move, Move, Reach, Segment, Visitor};
 use super::work::{Scratch, TraceQuery, TraceResult};
+use super::Kernel;
 use crate::math::Vec3;
-use crate::world::{Brush, Facet, World};
+use crate::world::{Brush, Facet};
 use glam::{Vec3A, Vec4};
 
 /// One shape trace's set-up.
@@ -93,16 +94,16 @@ pub(crate) fn with_support<R>(
 /// in narrow pieces: three stalled loads a query).
 pub(crate) trait ShapeSweep {
     /// The answer to `q` (whose shape this is).
-    fn trace(&mut self, world: &World, scratch: &mut Scratch, q: &TraceQuery) -> TraceResult;
+    fn trace(&mut self, world: &Kernel, scratch: &mut Scratch, q: &TraceQuery) -> TraceResult;
     /// Whether the shape touches anything in the mask: the fast trace stops
     /// at the first contact.
-    fn any_hit(&mut self, world: &World, scratch: &mut Scratch) -> bool;
+    fn any_hit(&mut self, world: &Kernel, scratch: &mut Scratch) -> bool;
     #[cfg(feature = "exact")]
     /// For the exact sweep: the answer with only the patches clipped (no
     /// `endpos`), and the brushes the plane-shifted shape touches, the only
     /// ones the exact sweep can touch (the shifted planes bound the
     /// Minkowski sum).
-    fn candidates(&mut self, world: &World, scratch: &mut Scratch) -> (TraceResult, Vec<u32>);
+    fn candidates(&mut self, world: &Kernel, scratch: &mut Scratch) -> (TraceResult, Vec<u32>);
 }
 
 impl<S: Support> ShapeWork<S> {
@@ -110,10 +111,10 @@ impl<S: Support> ShapeWork<S> {
     /// tests and what the fast trace leaves undecided. The fast trace's
     /// answer is returned as found, the walk's as a result.
     #[inline(always)]
-    fn run(&self, world: &World, scratch: &mut Scratch) -> Result<Found, TraceResult> {
+    fn run(&self, world: &Kernel, scratch: &mut Scratch) -> Result<Found, TraceResult> {
         let moves = !self.start.cmpeq(self.end).all();
         if moves && !world.walk_only {
-            match fast::search(world, &world.kernel.bvh, self, scratch, &mut ()) {
+            match fast::search(world, &world.accel.bvh, self, scratch, &mut ()) {
                 Outcome::Answered(found) => return Ok(found),
                 Outcome::Hit => {
                     return Err(TraceResult {
@@ -138,14 +139,14 @@ impl<S: Support> ShapeWork<S> {
 }
 
 impl<S: Support> ShapeSweep for ShapeWork<S> {
-    fn trace(&mut self, world: &World, scratch: &mut Scratch, q: &TraceQuery) -> TraceResult {
+    fn trace(&mut self, world: &Kernel, scratch: &mut Scratch, q: &TraceQuery) -> TraceResult {
         match self.run(world, scratch) {
             Ok(found) => found.result(q),
             Err(result) => result.ended(q),
         }
     }
 
-    fn any_hit(&mut self, world: &World, scratch: &mut Scratch) -> bool {
+    fn any_hit(&mut self, world: &Kernel, scratch: &mut Scratch) -> bool {
         self.stop_at_any_hit = true;
         match self.run(world, scratch) {
             Ok(found) => found.fraction() < 1.0,
@@ -154,7 +155,7 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
     }
 
     #[cfg(feature = "exact")]
-    fn candidates(&mut self, world: &World, scratch: &mut Scratch) -> (TraceResult, Vec<u32>) {
+    fn candidates(&mut self, world: &Kernel, scratch: &mut Scratch) -> (TraceResult, Vec<u32>) {
         scratch.begin(world);
         let mut listed = Vec::new();
         let mut result = TraceResult::default();
@@ -187,7 +188,7 @@ impl<S: Support> ShapeSweep for ShapeWork<S> {
 
 /// The plane-shifted answer for a query with a shape.
 pub(crate) fn trace_shape(
-    world: &World,
+    world: &Kernel,
     q: &TraceQuery,
     shape: &Shape,
     scratch: &mut Scratch,
@@ -200,7 +201,7 @@ pub(crate) fn trace_shape(
 /// trace stopping at the first contact (what it leaves undecided takes the
 /// full walk).
 pub(crate) fn any_hit_shape(
-    world: &World,
+    world: &Kernel,
     q: &TraceQuery,
     shape: &Shape,
     scratch: &mut Scratch,
@@ -224,7 +225,7 @@ impl<S: Support> Reach for ShapeReach<'_, S> {
 /// the plane-shifted shape comes near, and the patches clipped (the exact
 /// sweep takes patch contacts from the plane-shifted sweep).
 struct Candidates<'a, 'w, S> {
-    world: &'a World<'w>,
+    world: &'a Kernel<'w>,
     lists: Lists<'w>,
     work: &'a ShapeWork<S>,
     scratch: &'a mut Scratch,
@@ -268,7 +269,7 @@ impl<S: Support> Visitor for Candidates<'_, '_, S> {
 /// shape bevels (if the world has them), as `(normal, dist, surface flags)`.
 #[inline(always)]
 fn shape_planes<'w>(
-    world: &World<'w>,
+    world: &Kernel<'w>,
     b: usize,
     brush: &'w Brush,
 ) -> impl Iterator<Item = (Vec3, f32, u32)> + use<'w> {
@@ -294,12 +295,18 @@ fn shape_planes<'w>(
 /// bevels, each pushed out by the shape (sides first, so on a tie the side
 /// is reported).
 #[inline]
-fn clip_brush<S: Support>(world: &World, b: usize, shape: &S, start: Vec3A, end: Vec3A) -> Clipped {
+fn clip_brush<S: Support>(
+    world: &Kernel,
+    b: usize,
+    shape: &S,
+    start: Vec3A,
+    end: Vec3A,
+) -> Clipped {
     let brush = &world.brushes[b];
     if brush.num_sides == 0 {
         return Clipped::Miss;
     }
-    let kernel = &world.kernel;
+    let kernel = &world.accel;
     let sides = brush.num_sides as usize;
     let bevels = world.shape_bevels_of(b);
     // The kernel's copy of the sides and then the bevels, four to a record.
@@ -353,7 +360,7 @@ const CANDIDATE_MARGIN: f32 = 0.1;
 /// through a corner it overlaps by less than 1/8 unit while moving out of
 /// it, where the exact shape does touch). The shifted planes bound the
 /// exact swept shape, so the exact sweep touches no brush this rejects.
-fn touches_brush<S: Support>(world: &World, b: usize, shape: &S, start: Vec3, end: Vec3) -> bool {
+fn touches_brush<S: Support>(world: &Kernel, b: usize, shape: &S, start: Vec3, end: Vec3) -> bool {
     let brush = &world.brushes[b];
     if brush.num_sides == 0 {
         return false;
@@ -379,7 +386,7 @@ fn touches_brush<S: Support>(world: &World, b: usize, shape: &S, start: Vec3, en
 }
 
 /// Whether the shape at `at` overlaps brush `b` after plane shifting (closed).
-pub(crate) fn shape_in_brush<S: Support>(world: &World, b: usize, shape: &S, at: Vec3) -> bool {
+pub(crate) fn shape_in_brush<S: Support>(world: &Kernel, b: usize, shape: &S, at: Vec3) -> bool {
     if world.brushes[b].num_sides == 0 {
         return false;
     }
@@ -390,7 +397,7 @@ pub(crate) fn shape_in_brush<S: Support>(world: &World, b: usize, shape: &S, at:
 /// The facet's planes as the shape sees them: the surface plane first, then
 /// each border (flipped when inward), each pushed out by the shape's support.
 fn shifted_facet_planes<'a, S: Support>(
-    world: &'a World,
+    world: &'a Kernel,
     facet: &'a Facet,
     shape: &'a S,
 ) -> ((Vec3, f32), impl Iterator<Item = (Vec3, f32)> + 'a) {
@@ -416,7 +423,7 @@ fn shifted_facet_planes<'a, S: Support>(
 /// distance), on its own, with the brush clip's crossings over the
 /// kernel's lanes.
 fn facet_hit<S: Support>(
-    world: &World,
+    world: &Kernel,
     facet: usize,
     shape: &S,
     start: Vec3,
@@ -457,11 +464,11 @@ impl<S: Support> Clipper for ShapeWork<S> {
         false
     }
 
-    fn holds_start_brush(&self, world: &World, b: usize) -> bool {
+    fn holds_start_brush(&self, world: &Kernel, b: usize) -> bool {
         shape_in_brush(world, b, &self.shape, self.start.into())
     }
 
-    fn holds_start_patch(&self, world: &World, p: usize) -> bool {
+    fn holds_start_patch(&self, world: &Kernel, p: usize) -> bool {
         let patch = &world.patches[p];
         let first = patch.first_facet as usize;
         let at = Vec3::from(self.start);
@@ -475,7 +482,7 @@ impl<S: Support> Clipper for ShapeWork<S> {
 
     fn walk_leaves<V: Visitor>(
         &self,
-        world: &World,
+        world: &Kernel,
         ordered: bool,
         stack: &mut Vec<Segment>,
         visitor: &mut V,
@@ -492,7 +499,7 @@ impl<S: Support> Clipper for ShapeWork<S> {
     #[inline(always)]
     fn facet(
         &self,
-        world: &World,
+        world: &Kernel,
         patch: usize,
         facet: usize,
         _limit: f32,
@@ -512,7 +519,7 @@ impl<S: Support> Clipper for ShapeWork<S> {
     }
 
     #[inline(always)]
-    fn brush(&self, world: &World, index: usize) -> Clipped {
+    fn brush(&self, world: &Kernel, index: usize) -> Clipped {
         clip_brush(world, index, &self.shape, self.start, self.end)
     }
 }
@@ -525,7 +532,7 @@ mod tests {
     /// A facet clip from the kernel's lanes and the reference's, plane by
     /// plane.
     fn both_ways<S: Support>(
-        world: &World,
+        world: &Kernel,
         facet: usize,
         shape: &S,
         start: Vec3,

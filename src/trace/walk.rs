@@ -9,11 +9,13 @@
 //! source's own tree ([`SourceNodes`]); the others read the compiled tree
 //! ([`PackedNodes`]) or an onion hull's ([`HullNodes`]).
 
+use super::accel::Accel;
+use super::accel::Below;
 use super::fast::{Clipped, Clipper, Contact};
 use super::work::{Scratch, TraceResult};
+use super::Kernel;
 use crate::math::{Vec3, TREE_WALK_SLACK};
-use crate::world::kernel::Below;
-use crate::world::{KernelTree, Leaf, Node, OnionNode, Plane, SourceTree, World};
+use crate::world::{Leaf, Node, Plane, SourceTree};
 use glam::Vec3A;
 
 /// What one trace's walk did, counted when asked for (`trace_with_stats`).
@@ -37,7 +39,7 @@ pub struct WalkStats {
     /// on the visit order), else 0.
     pub fallbacks: u32,
     /// 1 when any-hit stopped where the move passes through a brush's solid
-    /// core, without clipping it (see [`crate::world::cores`]), else 0.
+    /// core, without clipping it (see [`super::accel::cores`]), else 0.
     pub core_stops: u32,
     /// 1 when the nearest contacts tied and the first of them in the
     /// walk's order was found without the whole walk ([`first_tied_contact`]),
@@ -143,11 +145,11 @@ pub(crate) struct SourceNodes<'w> {
 }
 
 impl<'w> SourceNodes<'w> {
-    pub fn new(world: &World<'w>) -> Self {
+    pub fn new(world: &Kernel<'w>) -> Self {
         SourceNodes {
             nodes: world.source.nodes,
             planes: world.planes,
-            below: &world.kernel.source_below,
+            below: &world.accel.source_below,
         }
     }
 }
@@ -175,7 +177,7 @@ impl Nodes for SourceNodes<'_> {
 
 /// The compiled tree's kernel nodes: plane inline, contents below each
 /// child, bounds.
-pub(crate) struct PackedNodes<'w>(pub &'w KernelTree);
+pub(crate) struct PackedNodes<'w>(pub &'w Accel);
 
 impl Nodes for PackedNodes<'_> {
     const BOUNDED: bool = true;
@@ -197,7 +199,7 @@ impl Nodes for PackedNodes<'_> {
 }
 
 /// One onion hull's tree: contents below each child for that hull.
-pub(crate) struct HullNodes<'w>(pub &'w [OnionNode]);
+pub(crate) struct HullNodes<'w>(pub &'w [super::accel::onion::OnionNode]);
 
 impl Nodes for HullNodes<'_> {
     const BOUNDED: bool = false;
@@ -413,7 +415,7 @@ pub(crate) struct Lists<'w> {
 impl<'w> Lists<'w> {
     /// The tree that decides the visit order: the source's when the world
     /// has it, else the compiled one.
-    pub fn ordering(world: &World<'w>) -> Self {
+    pub fn ordering(world: &Kernel<'w>) -> Self {
         if world.source.is_present() {
             Self::source(&world.source)
         } else {
@@ -422,7 +424,7 @@ impl<'w> Lists<'w> {
     }
 
     /// The tree [`walk_move`] walks.
-    pub fn walked(world: &World<'w>, ordered: bool) -> Self {
+    pub fn walked(world: &Kernel<'w>, ordered: bool) -> Self {
         if ordered {
             Self::ordering(world)
         } else {
@@ -431,7 +433,7 @@ impl<'w> Lists<'w> {
     }
 
     /// The compiled tree's.
-    pub fn compiled(world: &World<'w>) -> Self {
+    pub fn compiled(world: &Kernel<'w>) -> Self {
         Lists {
             root: world.root(),
             leaves: world.leaves,
@@ -472,7 +474,7 @@ impl<'w> Lists<'w> {
 /// tree when `ordered` is false or the world lacks the source's), handing
 /// each leaf to `visitor`.
 pub(crate) fn walk_move<R: Reach, V: Visitor>(
-    world: &World,
+    world: &Kernel,
     m: &Move,
     reach: &R,
     ordered: bool,
@@ -484,10 +486,10 @@ pub(crate) fn walk_move<R: Reach, V: Visitor>(
         walk(&nodes, world.source.root(), m, reach, stack, visitor);
     } else {
         // (A world of one leaf has no nodes: its leaf is the whole world.)
-        let below = world.kernel.nodes.first().map(|n| n.contents_below);
+        let below = world.accel.nodes.first().map(|n| n.contents_below);
         if below.is_none_or(|b| (b[0] | b[1]) & m.mask != 0) {
             walk(
-                &PackedNodes(world.kernel),
+                &PackedNodes(world.accel),
                 world.root(),
                 m,
                 reach,
@@ -513,7 +515,7 @@ pub(crate) fn with_stack<T>(
 /// The full trace of `c`'s move through the tree that decides the visit
 /// order (`scratch` begun for this query).
 pub(crate) fn trace_tree<C: Clipper, P: Probe>(
-    world: &World,
+    world: &Kernel,
     c: &C,
     scratch: &mut Scratch,
     probe: &mut P,
@@ -536,7 +538,7 @@ pub(crate) fn trace_tree<C: Clipper, P: Probe>(
 /// in leaf order (brushes, then patches), a later contact replacing an
 /// earlier one only when strictly nearer, as the reference keeps them.
 struct TraceLeaves<'a, 'w, C, P> {
-    world: &'a World<'w>,
+    world: &'a Kernel<'w>,
     lists: Lists<'w>,
     clipper: &'a C,
     scratch: &'a mut Scratch,
@@ -636,7 +638,7 @@ fn set_contact(result: &mut TraceResult, contact: &Contact) {
 /// facet replaces the contact so far when strictly nearer (a ray's, when it
 /// crosses the surface no later than it); a patch that wins gives its
 /// contents and flags.
-pub(crate) fn clip_patch<C: Clipper>(world: &World, c: &C, p: usize, result: &mut TraceResult) {
+pub(crate) fn clip_patch<C: Clipper>(world: &Kernel, c: &C, p: usize, result: &mut TraceResult) {
     let patch = &world.patches[p];
     let before = result.fraction;
     let reach_back = c.patch_hits_reach_back();
@@ -664,12 +666,12 @@ pub(crate) fn clip_patch<C: Clipper>(world: &World, c: &C, p: usize, result: &mu
 
 /// Whether brush `b` may be touched by a move within `bounds`: the walk
 /// does not clip a brush whose cull box the swept box misses, which
-/// changes no answer (see [`crate::world::kernel`]) and on the source's
+/// changes no answer (see [`super::accel`]) and on the source's
 /// tree, which a box crosses by 2 048 units at every slanted plane, skips
 /// most of the brushes the leaves reached list.
 #[inline(always)]
-pub(crate) fn may_touch_brush(world: &World, b: usize, bounds: &[Vec3A; 2]) -> bool {
-    let [lo, hi] = world.kernel.brush_bounds[b];
+pub(crate) fn may_touch_brush(world: &Kernel, b: usize, bounds: &[Vec3A; 2]) -> bool {
+    let [lo, hi] = world.accel.brush_bounds[b];
     overlaps(bounds, Vec3A::from(lo), Vec3A::from(hi))
 }
 
@@ -692,7 +694,7 @@ pub(crate) fn may_touch_brush(world: &World, b: usize, bounds: &[Vec3A; 2]) -> b
 /// to the walk, and so, for a ray, does any patch within reach (a ray's
 /// patch hit may replace a nearer contact).
 pub(crate) fn first_tied_contact<C: Clipper>(
-    world: &World,
+    world: &Kernel,
     c: &C,
     scratch: &mut Scratch,
     frac: f32,
@@ -714,7 +716,7 @@ pub(crate) fn first_tied_contact<C: Clipper>(
 
 /// [`first_tied_contact`]'s visitor.
 struct TieLeaves<'a, 'w, C> {
-    world: &'a World<'w>,
+    world: &'a Kernel<'w>,
     lists: Lists<'w>,
     clipper: &'a C,
     scratch: &'a mut Scratch,
@@ -791,7 +793,7 @@ pub(crate) struct BoxLeaves<'a> {
 
 impl<'a> BoxLeaves<'a> {
     /// Over the tree that decides the visit order (see [`Lists::ordering`]).
-    pub fn new(world: &World<'a>, lo: Vec3, hi: Vec3) -> Self {
+    pub fn new(world: &Kernel<'a>, lo: Vec3, hi: Vec3) -> Self {
         let source = world.source.is_present();
         BoxLeaves {
             nodes: if source {
@@ -867,7 +869,7 @@ impl<'a> BoxLeaves<'a> {
 /// patches; `inside` hears of each brush (`Some(b)`) or patch (`None`)
 /// found to hold the shape, with its contents, and returns true to stop.
 pub(crate) fn position_test<C: Clipper, P: Probe>(
-    world: &World,
+    world: &Kernel,
     c: &C,
     scratch: &mut Scratch,
     probe: &mut P,

@@ -1,5 +1,5 @@
 //! The full trace's search over the eight-wide trees
-//! ([`crate::world::bvh::WideTrees`]), on processors with AVX2: the search
+//! ([`super::accel::bvh::WideTrees`]), on processors with AVX2: the search
 //! of [`super::fast`] with eight children tested in one AVX vector per row,
 //! so a move takes fewer, equally cheap node steps. The same primitives are
 //! clipped by the same code and offered to the same search; only the order
@@ -7,10 +7,10 @@
 //! it (see [`super::fast`]), so the answers are the four-wide search's bit
 //! for bit (`tests/wide.rs` compares both).
 
+use super::accel::bvh::{Avx2, WideNode, WIDE};
+use super::accel::cores::CoreLanes;
 use super::fast::{push_nearest_last, Clipper, Entry, Lanes, Ray, Searching, Stop};
 use super::walk::Probe;
-use crate::world::bvh::{Avx2, WideNode, WIDE};
-use crate::world::cores::CoreLanes;
 use std::arch::x86_64::*;
 
 /// A move's slab constants, one AVX splat per axis (see [`Ray`]).

@@ -1,8 +1,8 @@
 //! Per-query set-up, computed once, and the result being built.
 
 use super::shape::Shape;
+use super::Kernel;
 use crate::math::Vec3;
-use crate::world::World;
 use glam::Vec3A;
 
 /// One trace: move a box (`mins`..`maxs` around the traced point; both zero
@@ -216,7 +216,7 @@ impl Scratch {
         Self::default()
     }
 
-    pub(crate) fn begin(&mut self, world: &World) {
+    pub(crate) fn begin(&mut self, world: &Kernel) {
         // A world of another size: both marks start over together. (Starting
         // the count over while one array kept its marks made old marks equal
         // new counts: a scratch moving between two worlds with as many

@@ -497,9 +497,6 @@ pub fn view<'a>(
         hull_leaf_patches: section(bytes, layout, SectionKind::HullLeafPatches)?,
         mins: meta.mins,
         maxs: meta.maxs,
-        kernel: &super::kernel::EMPTY,
-        onion: &super::onion_kernel::EMPTY,
-        walk_only: false,
         // Optional: an absent section is an empty range.
         shape_bevel_ranges: section(bytes, layout, SectionKind::ShapeBevelRanges)?,
         shape_bevels: section(bytes, layout, SectionKind::ShapeBevels)?,

@@ -1,23 +1,15 @@
 //! The immutable compiled world: flat arrays of plain records, indices between
-//! them validated once, read by the kernel without further checks.
+//! them validated once, read by the kernel without further checks. What
+//! the kernel derives from them when a world is loaded (its trees and
+//! grids) lives beside the kernel, in [`crate::trace::accel`].
 
 pub mod bevels;
-pub mod border_starts;
-pub mod bvh;
-pub mod cores;
 pub mod format;
-pub mod kernel;
-pub mod listing;
-pub mod load;
-pub mod occupancy;
-pub mod onion_kernel;
 pub mod validate;
 
 use crate::math::{Plane as MathPlane, Vec3};
 pub use bevels::{BevelRange, ShapeBevel};
 use bytemuck::{Pod, Zeroable};
-pub use kernel::{KernelNode, KernelTree};
-pub use onion_kernel::{OnionKernel, OnionNode};
 
 /// A plane with its axis and sign bits precomputed for the kernel.
 #[repr(C)]
@@ -149,6 +141,10 @@ pub struct Facet {
     pub num_borders: u32,
 }
 
+/// Most borders a facet has (Quake 3's limit): the four edges of its
+/// triangle or quad, six axial bevels and sixteen edge bevels.
+pub const MAX_FACET_BORDERS: usize = 4 + 6 + 16;
+
 /// A facet border: a plane and whether it faces inward (is used flipped). The
 /// last border of a facet is the back of its surface plane, which is never hit.
 #[repr(C)]
@@ -247,11 +243,6 @@ pub struct WorldData {
     pub hull_leaf_patches: Vec<u32>,
     pub mins: [f32; 3],
     pub maxs: [f32; 3],
-    /// Derived when the world is loaded ([`kernel::build`]); empty until then
-    /// (the kernel then walks `nodes` and `planes` directly).
-    pub kernel: KernelTree,
-    /// Derived with the kernel: the hull walk's trees ([`onion_kernel::build`]).
-    pub onion_kernel: OnionKernel,
     /// Extra planes per brush that only shape sweeps read ([`bevels`]);
     /// both empty when the world has none.
     pub shape_bevel_ranges: Vec<BevelRange>,
@@ -286,9 +277,6 @@ impl WorldData {
             hull_leaf_patches: &self.hull_leaf_patches,
             mins: self.mins,
             maxs: self.maxs,
-            kernel: &self.kernel,
-            onion: &self.onion_kernel,
-            walk_only: false,
             shape_bevel_ranges: &self.shape_bevel_ranges,
             shape_bevels: &self.shape_bevels,
             source: SourceTree {
@@ -329,15 +317,6 @@ pub struct World<'a> {
     pub hull_leaf_patches: &'a [u32],
     pub mins: [f32; 3],
     pub maxs: [f32; 3],
-    /// The kernel's derived tree, or an empty one: the kernel then reads
-    /// `nodes` and `planes` (the reference walk).
-    pub kernel: &'a KernelTree,
-    /// The hull walk's trees, or an empty one (it then reads `nodes`).
-    pub onion: &'a OnionKernel,
-    /// Answer every trace with the BSP walk over the tree that decides the
-    /// visit order (the reference the fast paths are held to), never the
-    /// fast search or the batch's first pass.
-    pub walk_only: bool,
     /// Per brush, its range in `shape_bevels` (empty: no shape bevels).
     pub shape_bevel_ranges: &'a [BevelRange],
     pub shape_bevels: &'a [ShapeBevel],
@@ -389,15 +368,6 @@ impl<'a> World<'a> {
         match self.shape_bevel_ranges.get(b) {
             Some(r) => &self.shape_bevels[r.first as usize..][..r.count as usize],
             None => &[],
-        }
-    }
-
-    /// This world answering every trace with the reference walk (see
-    /// [`World::walk_only`]).
-    pub fn reference(&self) -> Self {
-        World {
-            walk_only: true,
-            ..*self
         }
     }
 

@@ -133,6 +133,13 @@ pub fn validate(world: &World) -> Result<(), FormatError> {
             f.num_borders,
             world.facet_borders.len(),
         )?;
+        if f.num_borders as usize > super::MAX_FACET_BORDERS {
+            return Err(invalid(format!(
+                "facet {i} has {} borders (at most {})",
+                f.num_borders,
+                super::MAX_FACET_BORDERS
+            )));
+        }
     }
     for (i, b) in world.facet_borders.iter().enumerate() {
         check_index("facet border", i, b.plane, world.patch_planes.len())?;

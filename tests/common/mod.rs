@@ -7,9 +7,9 @@ pub mod server;
 
 use bspq::compile::CompileOptions;
 use bspq::conformance::read_lines;
+use bspq::map::{open_world, Map, WorldSpec};
 use bspq::query::{Query, QueryLine};
 use bspq::trace::TraceResult;
-use bspq::world::load::{open_world, LoadedWorld, WorldSpec};
 use std::path::PathBuf;
 
 /// The committed maps (`tests/data/maps/NAME.bsp`).
@@ -29,7 +29,7 @@ pub fn oracle_dir(map: &str) -> PathBuf {
     data_dir().join("oracle").join(map)
 }
 
-pub fn load_world(map: &str, curves: bool) -> LoadedWorld {
+pub fn load_world(map: &str, curves: bool) -> Map {
     let spec = WorldSpec::parse(map_path(map).to_str().expect("utf-8 path"));
     open_world(
         &spec,

@@ -5,10 +5,10 @@
 use super::{counter_summary, measure, stats_line, Measured};
 use anyhow::{bail, Result};
 use bspq::math::Vec3;
+use bspq::trace::Kernel as World;
 use bspq::trace::{
     trace, trace_hull, trace_hull_with_stats, trace_with_stats, HullQuery, Scratch, TraceQuery,
 };
-use bspq::world::World;
 use std::hint::black_box;
 use std::time::Duration;
 

@@ -8,8 +8,8 @@
 use anyhow::{anyhow, bail};
 use bspq::contents::CONTENTS_SOLID;
 use bspq::math::{DVec3, Winding, PLANE_SIDE_EPSILON};
+use bspq::trace::Kernel as World;
 use bspq::trace::{Shape, TraceQuery};
-use bspq::world::World;
 use parry3d::math::{Pose, Vector};
 use parry3d::query::{cast_shapes, Ray, RayCast, ShapeCastOptions};
 use parry3d::shape::{Ball, Capsule, ConvexPolyhedron, Cuboid, Cylinder, SharedShape, TriMesh};

@@ -50,7 +50,7 @@ const MAX_PATCH_PLANES: usize = 4096;
 /// Most facets of one patch collide.
 const MAX_PATCH_FACETS: usize = 1024;
 /// Most borders of a facet before bevels stop being added (4 edges, 6 axial, 16 edge bevels).
-const MAX_FACET_BORDERS: usize = 4 + 6 + 16;
+use crate::world::MAX_FACET_BORDERS;
 /// Most points of a facet winding.
 const MAX_WINDING_POINTS: usize = 64;
 

@@ -5,7 +5,7 @@
 //! skips subtrees that are free for its hull and mask (Golodetz's solidity
 //! bits, widened to contents so masks still apply).
 
-use super::World;
+use crate::world::World;
 use bytemuck::{Pod, Zeroable};
 
 #[repr(C, align(32))]
@@ -13,7 +13,7 @@ use bytemuck::{Pod, Zeroable};
 pub struct OnionNode {
     pub normal: [f32; 3],
     pub dist: f32,
-    /// As [`super::Node::children`].
+    /// As [`crate::world::Node::children`].
     pub children: [i32; 2],
     /// OR of the contents of the brushes and patches the hull's leaves list
     /// under each child (0: free for this hull whatever the mask).
@@ -23,14 +23,11 @@ const _: () = assert!(std::mem::size_of::<OnionNode>() == 32);
 
 /// The derived onion trees of one world: `nodes[hull * node_count + node]`.
 #[derive(Debug, Clone, Default)]
-pub struct OnionKernel {
+pub struct OnionTrees {
     pub nodes: Vec<OnionNode>,
 }
 
-/// The tree of a world without hulls (or not yet given one).
-pub static EMPTY: OnionKernel = OnionKernel { nodes: Vec::new() };
-
-impl OnionKernel {
+impl OnionTrees {
     /// Whether this was derived from `world` (one tree per hull, not empty).
     pub fn matches(&self, world: &World) -> bool {
         !self.nodes.is_empty() && self.nodes.len() == world.nodes.len() * world.info.hulls.len()
@@ -45,10 +42,10 @@ impl OnionKernel {
 
 /// Builds the hull trees of a validated world (children after parents, so
 /// one backward pass sums the subtrees). Empty without hulls.
-pub fn build(world: &World) -> OnionKernel {
+pub fn build(world: &World) -> OnionTrees {
     let hulls = world.info.hulls.len();
     if hulls == 0 || world.hull_leaves.len() != world.leaves.len() * hulls {
-        return OnionKernel::default();
+        return OnionTrees::default();
     }
     let mut nodes = Vec::with_capacity(world.nodes.len() * hulls);
     for hull in 0..hulls {
@@ -83,5 +80,5 @@ pub fn build(world: &World) -> OnionKernel {
             }
         }
     }
-    OnionKernel { nodes }
+    OnionTrees { nodes }
 }

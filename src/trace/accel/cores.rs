@@ -16,10 +16,10 @@
 //! move meets, which is all any-hit answers.
 
 use super::bvh::{BvhNode, EMPTY_SLOT, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
-use super::kernel::{brush_planes, next_down, next_up};
 use super::listing::Unlisted;
-use super::World;
+use super::{brush_planes, next_down, next_up};
 use crate::contents::CONTENTS_SOLID;
+use crate::world::World;
 use glam::Vec4;
 
 /// How far inside every side of its brush a core stays (units): well above

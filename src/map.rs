@@ -2,9 +2,11 @@
 
 use crate::compile::{compile_q3, CompileError, CompileOptions};
 use crate::source::{pk3, q3bsp, Q3Bsp, SourceError};
+use crate::trace::accel::{self, Accel};
+use crate::trace::Kernel;
 use crate::world::format::{self, FileMeta, FormatError, Layout};
 use crate::world::validate::validate;
-use crate::world::{kernel, onion_kernel, KernelTree, OnionKernel, World, WorldData};
+use crate::world::{World, WorldData};
 use bytemuck::Zeroable;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -208,8 +210,6 @@ enum Storage {
         layout: Layout,
         // Boxed, as the built world is, to keep the two variants small.
         meta: Box<FileMeta>,
-        kernel: KernelTree,
-        onion: OnionKernel,
     },
 }
 
@@ -227,40 +227,37 @@ impl FileBytes {
     }
 }
 
-/// A world ready to query, from any source.
-pub struct LoadedWorld {
+/// A world ready to query, from any source: its data and the kernel's
+/// trees and grids derived from it.
+pub struct Map {
     storage: Storage,
+    accel: Accel,
 }
 
-impl std::fmt::Debug for LoadedWorld {
+impl std::fmt::Debug for Map {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadedWorld")
+        f.debug_struct("Map")
             .field("source", &self.view().info.source_name)
             .finish()
     }
 }
 
-impl LoadedWorld {
-    /// The arrays the kernel reads.
-    pub fn view(&self) -> World<'_> {
+impl Map {
+    /// The world as the kernel reads it.
+    pub fn view(&self) -> Kernel<'_> {
+        Kernel::new(self.world(), &self.accel)
+    }
+
+    /// The world's own arrays (as the file has them).
+    pub fn world(&self) -> World<'_> {
         match &self.storage {
             Storage::Built(data) => data.view(),
+            // Loading validated every section, so the casts succeed.
             Storage::File {
                 bytes,
                 layout,
                 meta,
-                kernel,
-                onion,
-            } => {
-                // Loading validated every section, so the casts succeed.
-                let world = format::view(bytes.as_slice(), layout, meta)
-                    .unwrap_or_else(|_| EMPTY_DATA.view());
-                World {
-                    kernel,
-                    onion,
-                    ..world
-                }
-            }
+            } => format::view(bytes.as_slice(), layout, meta).unwrap_or_else(|_| EMPTY_DATA.view()),
         }
     }
 
@@ -300,12 +297,12 @@ impl LoadedWorld {
     }
 
     /// A world compiled in memory (validated like a loaded file).
-    pub fn from_data(mut data: WorldData) -> Result<Self, LoadError> {
+    pub fn from_data(data: WorldData) -> Result<Self, LoadError> {
         validate(&data.view())?;
-        data.kernel = kernel::build(&data.view());
-        data.onion_kernel = onion_kernel::build(&data.view());
+        let accel = accel::build(&data.view());
         Ok(Self {
             storage: Storage::Built(Box::new(data)),
+            accel,
         })
     }
 
@@ -315,16 +312,14 @@ impl LoadedWorld {
         let meta = format::read_meta(raw, &layout)?;
         let world = format::view(raw, &layout, &meta)?;
         validate(&world)?;
-        let kernel = kernel::build(&world);
-        let onion = onion_kernel::build(&world);
+        let accel = accel::build(&world);
         Ok(Self {
             storage: Storage::File {
                 bytes,
                 layout,
                 meta: Box::new(meta),
-                kernel,
-                onion,
             },
+            accel,
         })
     }
 
@@ -345,7 +340,7 @@ pub fn world_from_bytes(
     bytes: &[u8],
     name: &str,
     options: &CompileOptions,
-) -> Result<LoadedWorld, LoadError> {
+) -> Result<Map, LoadError> {
     world_from_bytes_within(bytes, name, options, pk3::MAX_MEMBER_BYTES)
 }
 
@@ -357,12 +352,12 @@ pub fn world_from_bytes_within(
     name: &str,
     options: &CompileOptions,
     max_member_bytes: u64,
-) -> Result<LoadedWorld, LoadError> {
+) -> Result<Map, LoadError> {
     if format::looks_like_world_file(bytes) {
-        return LoadedWorld::from_compiled_bytes(bytes);
+        return Map::from_compiled_bytes(bytes);
     }
     if q3bsp::looks_like_ibsp(bytes) {
-        return LoadedWorld::from_data(compile_source(bytes, name, options)?);
+        return Map::from_data(compile_source(bytes, name, options)?);
     }
     if pk3::looks_like_zip(bytes) {
         let members = pk3::bsp_members(bytes)?;
@@ -389,7 +384,7 @@ pub fn compile_source(
 
 /// Opens the world a spec names: compiled world files are loaded (copied or
 /// mapped, then validated), sources are compiled.
-pub fn open_world(spec: &WorldSpec, options: &CompileOptions) -> Result<LoadedWorld, LoadError> {
+pub fn open_world(spec: &WorldSpec, options: &CompileOptions) -> Result<Map, LoadError> {
     if spec.member.is_none() {
         if let Some(world) = open_compiled_file(&spec.path)? {
             return Ok(world);
@@ -400,7 +395,7 @@ pub fn open_world(spec: &WorldSpec, options: &CompileOptions) -> Result<LoadedWo
 }
 
 /// Loads `path` if it is a compiled world file (`None` if it is something else).
-pub fn open_compiled_file(path: &Path) -> Result<Option<LoadedWorld>, LoadError> {
+pub fn open_compiled_file(path: &Path) -> Result<Option<Map>, LoadError> {
     use std::io::Read;
     let io = |error| LoadError::Io {
         path: path.to_owned(),
@@ -429,7 +424,7 @@ pub fn open_compiled_file(path: &Path) -> Result<Option<LoadedWorld>, LoadError>
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
         FileBytes::Mapped(map)
     };
-    LoadedWorld::from_file_bytes(bytes).map(Some)
+    Map::from_file_bytes(bytes).map(Some)
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder,

@@ -22,9 +22,9 @@
 //! walk's slack of both), so the search errs towards "unlisted", which
 //! only costs the walk's time.
 
-use super::kernel::{next_down, next_up, union};
-use super::World;
+use super::{next_down, next_up, union};
 use crate::math::{DVec3, Winding, PLANE_SIDE_EPSILON, TREE_WALK_SLACK};
+use crate::world::World;
 use glam::Vec3A;
 
 /// The brushes, facets and patches with pieces where the source's tree does
@@ -179,7 +179,7 @@ pub fn find(world: &World) -> Unlisted {
                 .iter()
                 .map(|s| world.planes[s.plane as usize].to_f64())
                 .collect();
-            let listed = |leaf: &super::Leaf| {
+            let listed = |leaf: &crate::world::Leaf| {
                 world.source.leaf_brushes[leaf.first_brush as usize..][..leaf.num_brushes as usize]
                     .contains(&(b as u32))
             };
@@ -194,7 +194,7 @@ pub fn find(world: &World) -> Unlisted {
     let mut facets = vec![LISTED; world.facets.len()];
     let mut patches = vec![LISTED; world.patches.len()];
     for (p, patch) in world.patches.iter().enumerate() {
-        let listed = |leaf: &super::Leaf| {
+        let listed = |leaf: &crate::world::Leaf| {
             world.source.leaf_patches[leaf.first_patch as usize..][..leaf.num_patches as usize]
                 .contains(&(p as u32))
         };
@@ -369,7 +369,7 @@ impl Piece {
 fn unlisted_bounds(
     world: &World,
     piece: Piece,
-    listed: &dyn Fn(&super::Leaf) -> bool,
+    listed: &dyn Fn(&crate::world::Leaf) -> bool,
     budget: &mut u64,
 ) -> Bounds {
     let source = &world.source;

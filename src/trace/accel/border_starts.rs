@@ -17,8 +17,8 @@
 //! as the test uses them) of every facet.
 
 use super::listing::facet_polygon_without;
-use super::World;
 use crate::math::{DVec3, PLANE_SIDE_EPSILON};
+use crate::world::World;
 use glam::Vec3A;
 
 /// A set of coordinates, any axis (a start coordinate matching another

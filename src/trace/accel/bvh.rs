@@ -11,7 +11,7 @@
 //! arrays, so one node step tests a moving box against four boxes in four
 //! lanes. A child is another node or one primitive: a brush, a patch facet,
 //! or a whole patch. Primitive bounds are cull boxes (see
-//! [`super::kernel`]): the box a brush's or facet's axial planes enclose,
+//! [`super`]): the box a brush's or facet's axial planes enclose,
 //! grown by [`CULL_MARGIN`], so a move that stays outside them cannot touch
 //! the primitive (the clip rejects it on an axial plane). A facet that
 //! lacks one of the six axial planes is bounded, for rays, by its polygon,
@@ -39,9 +39,9 @@
 //! nodes of is kept.
 
 use super::cores::CoreLanes;
-use super::kernel::CULL_MARGIN;
 use super::listing::Unlisted;
-use super::World;
+use super::CULL_MARGIN;
+use crate::world::World;
 use glam::Vec4;
 
 /// Children per node: one SSE lane each.

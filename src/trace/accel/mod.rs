@@ -18,12 +18,20 @@
 //! writes anything, see `trace::brush`); brushes without all six, and
 //! patches, get unbounded boxes and are never skipped.
 
-use super::border_starts::BorderStarts;
-use super::bvh::Bvh;
-use super::listing::Unlisted;
-use super::occupancy::Occupancy;
-use super::{Leaf, World};
+pub mod border_starts;
+pub mod bvh;
+pub mod cores;
+pub mod listing;
+pub mod occupancy;
+pub mod onion;
+
+use crate::world::{Brush, Leaf, World};
+use border_starts::BorderStarts;
+use bvh::Bvh;
 use glam::{Vec3A, Vec4};
+use listing::Unlisted;
+use occupancy::Occupancy;
+use onion::OnionTrees;
 
 /// How far outside a brush's axial box a swept box must stay to be skipped
 /// (units): well above the clip's 1/8-unit touch zone plus f32 rounding.
@@ -41,7 +49,7 @@ pub struct KernelNode {
     /// [`CULL_MARGIN`] (infinite when anything below is unbounded).
     pub mins: Vec3A,
     pub maxs: Vec3A,
-    /// As [`super::Node::children`].
+    /// As [`crate::world::Node::children`].
     pub children: [i32; 2],
     /// OR of the contents of the brushes and patches listed in the leaves
     /// under each child (0: nothing below can be hit by any mask).
@@ -137,9 +145,10 @@ impl AxialBrush {
     }
 }
 
-/// The derived tree of one world.
+/// What the kernel derives from one world when it is loaded (not part of
+/// the file format): its trees, lanes and grids.
 #[derive(Debug, Clone, Default)]
-pub struct KernelTree {
+pub struct Accel {
     /// One per node of the world, same indices (a child whose subtree's
     /// leaves all carry the same record points straight at one of them).
     pub nodes: Vec<KernelNode>,
@@ -163,23 +172,25 @@ pub struct KernelTree {
     /// ... which this holds, per facet (see [`FacetLanes`]).
     pub facets: Vec<FacetLanes>,
     /// The brushes and patches in a four-wide bounding-volume hierarchy, for
-    /// the fast trace ([`super::bvh`]).
+    /// the fast trace ([`bvh`]).
     pub bvh: Bvh,
     /// The brushes and facets the source's tree does not list everywhere
     /// they reach: the fast trace leaves contacts with them to the walk
-    /// ([`super::listing`]).
+    /// ([`listing`]).
     pub unlisted: Unlisted,
     /// Where a ray starting on a facet's border plane may meet the facet
-    /// outside its bounds: such rays take the walk ([`super::border_starts`]).
+    /// outside its bounds: such rays take the walk ([`border_starts`]).
     pub border_starts: BorderStarts,
     /// Which cells of a coarse grid anything reaches into: the batch
     /// kernel answers the moves that reach none without a search
-    /// ([`super::occupancy`]).
+    /// ([`occupancy`]).
     pub occupancy: Occupancy,
     /// Per node of the source's tree (empty when the world has none): what
     /// lies below it, so that the walk that decides the visit order skips
     /// the subtrees nothing near the move lies in, as the packed walk does.
     pub source_below: Vec<Below>,
+    /// The onion hulls' trees (empty without hulls).
+    pub onion: OnionTrees,
 }
 
 /// What lies below a node: the bounds of the cull boxes of everything
@@ -197,7 +208,7 @@ pub struct Below {
 /// than the clip epsilon by which a patch is in reach (`trace::patch`).
 pub const PATCH_CULL_MARGIN: f32 = 1.0;
 
-/// Where a facet's planes start in [`KernelTree::facet_lanes`], and which of
+/// Where a facet's planes start in [`Accel::facet_lanes`], and which of
 /// them are inward borders (bit `k`: plane `k`, the surface plane being
 /// plane 0), which a box pushes out by its support along the border's own,
 /// unflipped normal.
@@ -207,49 +218,17 @@ pub struct FacetLanes {
     pub inward: u32,
 }
 
-impl FacetLanes {
-    /// Most planes a facet may have to get lanes (one bit each in `inward`);
-    /// a facet with more is clipped plane by plane.
-    pub const MAX_PLANES: usize = 32;
-    /// A facet without lanes.
-    pub const NONE: FacetLanes = FacetLanes {
-        first: u32::MAX,
-        inward: 0,
-    };
-}
+// The surface plane and each border need an `inward` bit.
+const _: () = assert!(crate::world::MAX_FACET_BORDERS < u32::BITS as usize);
 
-/// The tree of a world not (yet) given one: the kernel walks the file's nodes.
-pub static EMPTY: KernelTree = KernelTree {
-    nodes: Vec::new(),
-    brush_bounds: Vec::new(),
-    side_lanes: Vec::new(),
-    brush_lanes: Vec::new(),
-    axial_brushes: Vec::new(),
-    brush_axial: Vec::new(),
-    facet_lanes: Vec::new(),
-    facets: Vec::new(),
-    bvh: Bvh::EMPTY,
-    unlisted: Unlisted::EMPTY,
-    border_starts: BorderStarts::NONE,
-    occupancy: Occupancy::EMPTY,
-    source_below: Vec::new(),
-};
-
-impl KernelTree {
+impl Accel {
     /// This tree without its eight-wide trees: the full trace then takes
     /// the four-wide search, as on processors without AVX2 (for tests and
     /// benchmarks comparing the two).
-    pub fn without_wide_trees(&self) -> KernelTree {
+    pub fn without_wide_trees(&self) -> Accel {
         let mut four = self.clone();
         four.bvh.wide = Default::default();
         four
-    }
-
-    /// Whether this tree was derived from `world` (same counts, not empty).
-    pub fn matches(&self, world: &World) -> bool {
-        self.nodes.len() == world.nodes.len()
-            && self.brush_bounds.len() == world.brushes.len()
-            && self.brush_lanes.len() == world.brushes.len()
     }
 
     /// Rebuilds the brushes' lanes for `world`: the world this tree was
@@ -265,7 +244,7 @@ const UNBOUNDED: [[f32; 3]; 2] = [[f32::NEG_INFINITY; 3], [f32::INFINITY; 3]];
 
 /// The box a brush's axial sides enclose, grown by the margin (rounded
 /// outward), or unbounded.
-fn brush_cull_bounds(world: &World, brush: &super::Brush) -> [[f32; 3]; 2] {
+fn brush_cull_bounds(world: &World, brush: &Brush) -> [[f32; 3]; 2] {
     let mut lo = [f64::NEG_INFINITY; 3];
     let mut hi = [f64::INFINITY; 3];
     let sides = &world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize];
@@ -307,7 +286,7 @@ pub(crate) fn next_down(v: f32) -> f32 {
 
 /// Builds the kernel tree of a validated world (children after parents, as
 /// validation guarantees, so one backward pass sums the subtrees).
-pub fn build(world: &World) -> KernelTree {
+pub fn build(world: &World) -> Accel {
     let brush_bounds: Vec<[[f32; 3]; 2]> = world
         .brushes
         .iter()
@@ -385,11 +364,11 @@ pub fn build(world: &World) -> KernelTree {
         })
         .collect();
     let (facet_lanes, facets) = facet_lanes(world);
-    let unlisted = super::listing::find(world);
-    let bvh = super::bvh::build(world, &brush_bounds, &unlisted);
+    let unlisted = listing::find(world);
+    let bvh = bvh::build(world, &brush_bounds, &unlisted);
     let occupancy = Occupancy::build(&bvh);
     let source_below = source_below(world, &brush_bounds);
-    KernelTree {
+    Accel {
         nodes,
         brush_bounds,
         side_lanes,
@@ -403,6 +382,7 @@ pub fn build(world: &World) -> KernelTree {
         border_starts: BorderStarts::build(world),
         occupancy,
         source_below,
+        onion: onion::build(world),
     }
 }
 
@@ -439,7 +419,7 @@ fn leaf_summary(
     (contents, bounds)
 }
 
-/// [`KernelTree::source_below`]: one backward pass over the source's nodes
+/// [`Accel::source_below`]: one backward pass over the source's nodes
 /// (validation puts every child after its parent).
 fn source_below(world: &World, brush_bounds: &[[[f32; 3]; 2]]) -> Vec<Below> {
     let tree = &world.source;
@@ -497,14 +477,9 @@ pub(crate) fn facet_lanes(world: &World) -> (Vec<SideLanes>, Vec<FacetLanes>) {
     for facet in world.facets {
         let borders =
             &world.facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
-        // The surface plane and each border need an `inward` bit.
-        let first = u32::try_from(lanes.len())
-            .ok()
-            .filter(|_| borders.len() < FacetLanes::MAX_PLANES);
-        let Some(first) = first else {
-            facets.push(FacetLanes::NONE);
-            continue;
-        };
+        // (Fewer than 2^32 records: a world file of at most 512 MB holds
+        // under 2^26 facets of at most seven records each.)
+        let first = lanes.len() as u32;
         let planes: Vec<[f32; 4]> = std::iter::once(plane(facet.surface_plane, false))
             .chain(borders.iter().map(|b| plane(b.plane, b.inward != 0)))
             .collect();
@@ -545,7 +520,7 @@ fn side_lanes(world: &World) -> (Vec<SideLanes>, Vec<u32>) {
 }
 
 /// A brush's side planes as `[x, y, z, dist]`, in side order.
-pub(crate) fn brush_planes(world: &World, brush: &super::Brush) -> Vec<[f32; 4]> {
+pub(crate) fn brush_planes(world: &World, brush: &Brush) -> Vec<[f32; 4]> {
     world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize]
         .iter()
         .map(|side| {
