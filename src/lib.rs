@@ -16,6 +16,7 @@ pub mod config;
 pub mod conformance;
 pub mod contents;
 pub mod map;
+pub mod margins;
 pub mod math;
 #[cfg(feature = "server")]
 pub mod metrics;

@@ -3,23 +3,6 @@
 pub use glam::Vec3;
 use glam::{BVec4A, Vec3A, Vec4};
 
-/// Quake 3's surface clip epsilon: traces stop this far (in units, along the
-/// hit plane's normal) before the surface. It is a `double` in the reference,
-/// so expressions that use it are evaluated in `f64`.
-pub const SURFACE_CLIP_EPSILON: f64 = 0.125;
-
-/// Extra slack (units) the tree walk adds around a shifted plane so that a
-/// brush touching the swept volume is never missed.
-pub const TREE_WALK_SLACK: f32 = 1.0;
-
-/// Thickness of a plane when the compiler classifies points against it.
-pub const PLANE_SIDE_EPSILON: f64 = 0.01;
-
-/// Two compiler planes are the same when normals differ by less than this per
-/// component and distances by less than [`PLANE_DIST_EPSILON`].
-pub const PLANE_NORMAL_EPSILON: f64 = 1e-5;
-pub const PLANE_DIST_EPSILON: f64 = 0.01;
-
 /// Half the size of the box the compiler starts from: everything of interest
 /// lies inside it (Quake's maps are bounded by ±65536).
 pub const WORLD_HALF_EXTENT: f64 = 131072.0;

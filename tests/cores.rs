@@ -8,7 +8,8 @@
 mod common;
 
 use bspq::contents::{CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT};
-use bspq::trace::accel::cores::{brush_core, CORE_MARGIN};
+use bspq::margins::CORE_MARGIN;
+use bspq::trace::accel::cores::brush_core;
 use bspq::trace::Kernel as World;
 use bspq::trace::{any_hit_with_stats, trace, Scratch, TraceQuery};
 use common::{load_world, Rng, MAPS};

@@ -14,6 +14,7 @@
 //! maximum over the brush's corners (rounded outward), so the solid is
 //! unchanged.
 
+use crate::margins::BEVEL_WELD;
 use crate::math::{dvec, DVec3, Winding};
 use crate::world::{BevelRange, Brush, ShapeBevel, World};
 
@@ -64,9 +65,6 @@ const LEVEL_MIN_Z: f64 = 0.99;
 
 /// A new bevel this close in direction to an existing plane adds nothing.
 const SAME_DIRECTION: f64 = 0.9999;
-
-/// Corners closer than this (units) are one.
-const WELD: f64 = 0.01;
 
 /// Edges shorter than this (units) are left alone.
 const MIN_EDGE: f64 = 0.1;
@@ -195,7 +193,10 @@ fn share_edge(a: &[DVec3], b: &[DVec3]) -> bool {
     let shared: Vec<DVec3> = a
         .iter()
         .copied()
-        .filter(|p| b.iter().any(|q| q.distance_squared(*p) < WELD * WELD))
+        .filter(|p| {
+            b.iter()
+                .any(|q| q.distance_squared(*p) < BEVEL_WELD * BEVEL_WELD)
+        })
         .collect();
     shared.iter().any(|p| {
         shared

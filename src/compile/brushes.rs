@@ -1,7 +1,8 @@
 //! The world's brushes: sides, contents, surface flags and face polygons.
 
 use super::CompileError;
-use crate::math::{dvec, DVec3, Winding, PLANE_SIDE_EPSILON};
+use crate::margins::PLANE_SIDE_EPSILON;
+use crate::math::{dvec, DVec3, Winding};
 use crate::source::Q3Bsp;
 use crate::world::{self, WorldData};
 

@@ -9,7 +9,8 @@
 //! [`Planes`]; the geometry, the thick-plane policy
 //! ([`PLANE_SIDE_EPSILON`]) and the splitter's score are the same for both.
 
-use crate::math::{DVec3, Winding, PLANE_SIDE_EPSILON};
+use crate::margins::PLANE_SIDE_EPSILON;
+use crate::math::{DVec3, Winding};
 
 /// What a cut costs in the splitter's score, against one fragment of
 /// imbalance between the two sides.

@@ -19,7 +19,8 @@
 
 use super::fragment::{self, Planes};
 use super::CompileError;
-use crate::math::{dvec, DVec3, Vec3, Winding, PLANE_SIDE_EPSILON};
+use crate::margins::{HULL_PATCH_MARGIN, PLANE_SIDE_EPSILON};
+use crate::math::{dvec, DVec3, Vec3, Winding};
 use crate::world::{self, HullLeaf, HullSpec, WorldData};
 use std::collections::HashMap;
 
@@ -33,9 +34,6 @@ const MAX_CANDIDATES: usize = 32;
 /// added: a map whose obstacles crowd a few cells fails in seconds rather
 /// than building its first nodes for minutes.
 const WORK_PER_BUDGET_NODE: u64 = 100;
-/// How far beyond a patch's bounds grown by the hull box it is still listed
-/// (units): above the clip's 1/8-unit touch zone and f32 rounding.
-pub const PATCH_MARGIN: f32 = 1.0;
 
 /// The box sweep's view of a box: its centre offset and the corner offsets
 /// by sign bits, computed as `trace::work::TraceWork` does.
@@ -420,14 +418,14 @@ impl Planes for Refiner<'_> {
 }
 
 /// Per new leaf and hull (leaf-major): the patches whose bounds, grown by the
-/// hull box and [`PATCH_MARGIN`], reach the leaf cell (the box's centre can
+/// hull box and [`HULL_PATCH_MARGIN`], reach the leaf cell (the box's centre can
 /// only touch a patch from there).
 fn file_hull_patches(world: &WorldData, hulls: &[HullSpec]) -> Vec<Vec<u32>> {
     let mut lists: Vec<Vec<u32>> = vec![Vec::new(); world.leaves.len() * hulls.len()];
     let mut stack = Vec::new();
     for (h, spec) in hulls.iter().enumerate() {
         let (extents, _) = hull_offsets(spec);
-        let grow = extents + Vec3::splat(PATCH_MARGIN);
+        let grow = extents + Vec3::splat(HULL_PATCH_MARGIN);
         for (p, patch) in world.patches.iter().enumerate() {
             let lo = Vec3::from_array(patch.mins) - grow;
             let hi = Vec3::from_array(patch.maxs) + grow;

@@ -4,7 +4,8 @@
 use super::accel::{AxialBrush, SideLanes};
 use super::work::TraceWork;
 use super::Kernel;
-use crate::math::{splat_axes, SURFACE_CLIP_EPSILON};
+use crate::margins::SURFACE_CLIP_EPSILON;
+use crate::math::splat_axes;
 use crate::world::Brush;
 use glam::{BVec4A, Vec3A, Vec4};
 use std::hint::select_unpredictable;

@@ -11,7 +11,10 @@ use super::shape::Shape;
 use super::sweep::with_support;
 use super::work::{Scratch, TraceQuery, TraceResult};
 use super::Kernel;
-use crate::math::{dvec, DVec3, Vec3, Winding, SURFACE_CLIP_EPSILON};
+use crate::margins::{
+    CONTACT_TOLERANCE, CUT_MARGIN, REFINE_SPAN, SURFACE_CLIP_EPSILON, VERTEX_WELD,
+};
+use crate::math::{dvec, DVec3, Vec3, Winding};
 use crate::world::Brush;
 use parry3d::math::{Pose, Vector};
 use parry3d::query::details::cast_shapes_support_map_support_map;
@@ -19,9 +22,6 @@ use parry3d::query::details::distance_support_map_support_map;
 use parry3d::query::details::intersection_test_support_map_support_map;
 use parry3d::query::{ShapeCastHit, ShapeCastOptions};
 use parry3d::shape::{Ball, Capsule, Cylinder, SupportMap};
-
-/// Points closer than this (units) are one polyhedron vertex.
-const VERTEX_WELD: f64 = 1e-3;
 
 fn pv(v: Vec3) -> Vector {
     Vector::new(v.x, v.y, v.z)
@@ -192,12 +192,6 @@ pub enum BrushOutcome {
     },
 }
 
-/// Room (units) left around the shape when cutting brushes down.
-const CUT_MARGIN: f64 = 2.0;
-
-/// A hit is refined by sweeping again over this many units either side of it.
-const REFINE_SPAN: f32 = 1.0;
-
 /// Sweeps `shape` (half-size `half`, centred at `start`, moving by `motion`)
 /// exactly against `brush`.
 pub fn sweep_brush(
@@ -251,9 +245,6 @@ pub fn sweep_brush(
         BrushOutcome::Miss
     }
 }
-
-/// How close (units) a reported contact must leave the shape to the brush.
-const CONTACT_TOLERANCE: f32 = 0.05;
 
 /// One GJK cast over a segment, with the brush cut to the swept box: time of
 /// impact, the brush's outward normal and the contact point (world).

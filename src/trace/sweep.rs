@@ -16,6 +16,7 @@ use super::walk::Lists;
 use super::walk::{self, walk_move, Move, Reach, Segment, Visitor};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use super::Kernel;
+use crate::margins::CANDIDATE_MARGIN;
 use crate::math::Vec3;
 use crate::world::{Brush, Facet};
 use glam::{Vec3A, Vec4};
@@ -347,11 +348,6 @@ fn clip_brush<S: Support>(
         }
     }
 }
-
-#[cfg(feature = "exact")]
-/// How far out (units) the candidate test grows the shifted brush: more than
-/// the distance at which the exact sweep counts a contact.
-const CANDIDATE_MARGIN: f32 = 0.1;
 
 #[cfg(feature = "exact")]
 /// Whether the segment `start..end` meets brush `b` with every plane pushed

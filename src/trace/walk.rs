@@ -14,7 +14,8 @@ use super::accel::Below;
 use super::fast::{Clipped, Clipper, Contact};
 use super::work::{Scratch, TraceResult};
 use super::Kernel;
-use crate::math::{Vec3, TREE_WALK_SLACK};
+use crate::margins::{SOURCE_FAR_REACH, TREE_WALK_SLACK};
+use crate::math::Vec3;
 use crate::world::{Leaf, Node, Plane, SourceTree};
 use glam::Vec3A;
 
@@ -126,13 +127,6 @@ pub(crate) trait Nodes {
     const SOURCE: bool;
     fn get(&self, index: i32) -> NodeView;
 }
-
-/// How far a shape reaches across a plane that is not axial in the
-/// source's tree, as the reference lets it (a bound, not the support
-/// distance: it visits more leaves than it must, which only adds leaves to
-/// the order). The six development maps' answers agree with this and with
-/// the exact support distance alike.
-pub(crate) const SOURCE_FAR_REACH: f32 = 2048.0;
 
 /// The source's tree, in the reference's order; what lies below each node
 /// lets the walk skip subtrees nothing near the move lies in (leaving out

@@ -12,6 +12,7 @@
 
 use super::format::FormatError;
 use super::World;
+use crate::margins::NORMAL_LENGTH_TOLERANCE;
 use bytemuck::{Pod, Zeroable};
 
 /// Which of `shape_bevels` belong to one brush.
@@ -35,9 +36,6 @@ pub struct ShapeBevel {
 
 const _: () = assert!(std::mem::size_of::<BevelRange>() == 8);
 const _: () = assert!(std::mem::size_of::<ShapeBevel>() == 20);
-
-/// Largest deviation from unit length accepted in a bevel normal.
-const NORMAL_LENGTH_TOLERANCE: f32 = 1e-3;
 
 /// Why the shape-bevel sections were rejected.
 #[derive(Debug, thiserror::Error, PartialEq)]

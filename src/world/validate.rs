@@ -3,11 +3,10 @@
 //! kernel reads the arrays without further checks (and cannot panic or loop).
 
 use super::{format::FormatError, World};
+use crate::margins::NORMAL_LENGTH_TOLERANCE;
 
 /// Deepest tree accepted (the compiler refuses to build deeper ones).
 pub const MAX_TREE_DEPTH: usize = 2048;
-/// Largest deviation from unit length accepted in a plane normal.
-const NORMAL_LENGTH_TOLERANCE: f32 = 1e-3;
 
 fn invalid(msg: String) -> FormatError {
     FormatError::Invalid(msg)

@@ -7,7 +7,8 @@
 
 use anyhow::{anyhow, bail};
 use bspq::contents::CONTENTS_SOLID;
-use bspq::math::{DVec3, Winding, PLANE_SIDE_EPSILON};
+use bspq::margins::PLANE_SIDE_EPSILON;
+use bspq::math::{DVec3, Winding};
 use bspq::trace::Kernel as World;
 use bspq::trace::{Shape, TraceQuery};
 use parry3d::math::{Pose, Vector};

@@ -7,7 +7,8 @@
 use super::grid::Grid;
 use super::planes::{self, normal, PlaneEq, PlaneList, Side, TooManyPlanes};
 use super::winding::Winding;
-use super::{MAX_FACET_BORDERS, MAX_MAP_BOUNDS, MAX_PATCH_FACETS, NORMAL_EPSILON, WINDING_EPSILON};
+use super::{MAX_FACET_BORDERS, MAX_MAP_BOUNDS, MAX_PATCH_FACETS};
+use crate::margins::{PATCH_NORMAL_EPSILON, PATCH_WINDING_EPSILON};
 use crate::math::Vec3;
 
 /// A patch's collision geometry, plane indices local to `planes`.
@@ -296,7 +297,7 @@ fn facet_winding(
     let mut w = Winding::base_for_plane(normal(&s), s[3])?;
     for (plane, inward) in borders {
         let p = facing(list, plane, inward);
-        w = w.chop(normal(&p), p[3], WINDING_EPSILON)?;
+        w = w.chop(normal(&p), p[3], PATCH_WINDING_EPSILON)?;
     }
     Some(w)
 }
@@ -407,7 +408,10 @@ fn add_bevels(
                 // A bevel that would cut the polygon away entirely is not kept
                 // (its plane stays in the list, as in the reference).
                 let p = facing(list, index, flipped);
-                if w.clone().chop(normal(&p), p[3], WINDING_EPSILON).is_none() {
+                if w.clone()
+                    .chop(normal(&p), p[3], PATCH_WINDING_EPSILON)
+                    .is_none()
+                {
                     continue;
                 }
                 borders.push(BorderDef {
@@ -425,7 +429,7 @@ fn add_bevels(
 fn snap_vector(v: &mut Vec3) {
     for k in 0..3 {
         for target in [1.0f32, -1.0] {
-            if ((v[k] - target) as f64).abs() < NORMAL_EPSILON {
+            if ((v[k] - target) as f64).abs() < PATCH_NORMAL_EPSILON {
                 *v = Vec3::ZERO;
                 v[k] = target;
                 return;

@@ -3,7 +3,8 @@
 //! curve where the curve bends away from its chord, or dropped where it does
 //! not; duplicate columns go; then the same for rows.
 
-use super::{MAX_GRID_SIDE, POINT_EPSILON, SUBDIVIDE_DISTANCE, WRAP_POINT_EPSILON};
+use super::{MAX_GRID_SIDE, SUBDIVIDE_DISTANCE};
+use crate::margins::{PATCH_POINT_EPSILON, PATCH_WRAP_EPSILON};
 use crate::math::Vec3;
 
 /// A grid of points stored by columns: `columns[i][j]` is column `i` (along
@@ -75,7 +76,7 @@ impl Grid {
         first
             .iter()
             .zip(last)
-            .all(|(a, b)| within(*a, *b, WRAP_POINT_EPSILON))
+            .all(|(a, b)| within(*a, *b, PATCH_WRAP_EPSILON))
     }
 
     /// Walks the curve segments (interpolating column `i`, approximating
@@ -123,7 +124,7 @@ impl Grid {
             let same = self.columns[i]
                 .iter()
                 .zip(&self.columns[i + 1])
-                .all(|(a, b)| within(*a, *b, POINT_EPSILON));
+                .all(|(a, b)| within(*a, *b, PATCH_POINT_EPSILON));
             if same {
                 self.columns.remove(i + 1);
             } else {

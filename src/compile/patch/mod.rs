@@ -23,18 +23,6 @@ use crate::world::{self, WorldData};
 /// A column is kept (subdivided) when the curve's midpoint lies at least this
 /// far from the chord between its interpolating points.
 const SUBDIVIDE_DISTANCE: f32 = 16.0;
-/// Grid points closer than this per component are the same point (degenerate columns).
-const POINT_EPSILON: f64 = 0.1;
-/// First and last columns closer than this per component make a closed (wrapping) grid.
-const WRAP_POINT_EPSILON: f64 = 0.1;
-/// Points within this distance of a plane lie on it (triangle planes, border sides).
-const PLANE_TRI_EPSILON: f64 = 0.1;
-/// Two planes are equal when normal components differ by less than this...
-const NORMAL_EPSILON: f64 = 0.0001;
-/// ...and distances by less than this.
-const DIST_EPSILON: f64 = 0.02;
-/// Thickness of a plane when facet windings are chopped.
-const WINDING_EPSILON: f32 = 0.1;
 /// Size of the reference's base windings and bounds of a valid facet.
 const MAX_MAP_BOUNDS: f32 = 65535.0;
 /// A patch grows its bounds by this much in every direction.

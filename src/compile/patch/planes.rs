@@ -3,7 +3,8 @@
 //! reference's epsilons) reuses it, so which planes exist, and their exact
 //! values, depend on the order of the requests, as in the reference.
 
-use super::{DIST_EPSILON, MAX_PATCH_PLANES, NORMAL_EPSILON, PLANE_TRI_EPSILON};
+use super::MAX_PATCH_PLANES;
+use crate::margins::{PATCH_DIST_EPSILON, PATCH_NORMAL_EPSILON, PATCH_PLANE_TRI_EPSILON};
 use crate::math::Vec3;
 
 pub(super) type PlaneEq = [f32; 4];
@@ -12,7 +13,7 @@ pub(super) type PlaneEq = [f32; 4];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct TooManyPlanes;
 
-/// Where a point lies relative to a plane, with [`PLANE_TRI_EPSILON`] thickness.
+/// Where a point lies relative to a plane, with [`PATCH_PLANE_TRI_EPSILON`] thickness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Side {
     Front,
@@ -69,8 +70,8 @@ pub(super) fn plane_from_points(a: Vec3, b: Vec3, c: Vec3) -> Option<PlaneEq> {
 /// `Some(flipped)` when `q` equals `p` or its opposite within the epsilons.
 pub(super) fn plane_equal(p: &PlaneEq, q: &PlaneEq) -> Option<bool> {
     let close = |q: &PlaneEq| {
-        (0..3).all(|k| ((p[k] - q[k]) as f64).abs() < NORMAL_EPSILON)
-            && ((p[3] - q[3]) as f64).abs() < DIST_EPSILON
+        (0..3).all(|k| ((p[k] - q[k]) as f64).abs() < PATCH_NORMAL_EPSILON)
+            && ((p[3] - q[3]) as f64).abs() < PATCH_DIST_EPSILON
     };
     if close(q) {
         Some(false)
@@ -100,7 +101,7 @@ impl PlaneList {
     }
 
     /// The plane of triangle `p1 p2 p3`: an existing plane facing the same
-    /// way that passes within [`PLANE_TRI_EPSILON`] of all three points, or a
+    /// way that passes within [`PATCH_PLANE_TRI_EPSILON`] of all three points, or a
     /// new one. `Ok(None)` for a degenerate triangle.
     pub fn triangle_plane(
         &mut self,
@@ -111,7 +112,7 @@ impl PlaneList {
         let Some(plane) = plane_from_points(p1, p2, p3) else {
             return Ok(None);
         };
-        let near = |q: &PlaneEq, p: Vec3| (distance(q, p) as f64).abs() <= PLANE_TRI_EPSILON;
+        let near = |q: &PlaneEq, p: Vec3| (distance(q, p) as f64).abs() <= PATCH_PLANE_TRI_EPSILON;
         let found = self.planes.iter().position(|q| {
             dot(normal(&plane), normal(q)) >= 0.0 && near(q, p1) && near(q, p2) && near(q, p3)
         });
@@ -138,9 +139,9 @@ impl PlaneList {
             return Side::On;
         };
         let d = distance(&self.planes[index], p) as f64;
-        if d > PLANE_TRI_EPSILON {
+        if d > PATCH_PLANE_TRI_EPSILON {
             Side::Front
-        } else if d < -PLANE_TRI_EPSILON {
+        } else if d < -PATCH_PLANE_TRI_EPSILON {
             Side::Back
         } else {
             Side::On

@@ -17,7 +17,8 @@
 //! as the test uses them) of every facet.
 
 use super::listing::facet_polygon_without;
-use crate::math::{DVec3, PLANE_SIDE_EPSILON};
+use crate::margins::PLANE_SIDE_EPSILON;
+use crate::math::DVec3;
 use crate::world::World;
 use glam::Vec3A;
 

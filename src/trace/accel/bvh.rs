@@ -40,7 +40,7 @@
 
 use super::cores::CoreLanes;
 use super::listing::Unlisted;
-use super::CULL_MARGIN;
+use crate::margins::{CULL_MARGIN, FACET_REACH_SLACK};
 use crate::world::World;
 use glam::Vec4;
 
@@ -659,9 +659,6 @@ fn facet_polygon_bounds(world: &World, f: usize) -> [[f32; 3]; 2] {
     ]
 }
 
-/// Slack on each of a facet's planes when bounding a box's reach: a contact
-/// counts 1/8 unit before a plane, with room for rounding.
-const REACH_SLACK: f64 = 0.25;
 /// Facets with more planes than this keep their patch whole (real ones have
 /// under twenty; bounding one costs the square of its planes).
 const REACH_MAX_PLANES: usize = 40;
@@ -699,7 +696,7 @@ fn facet_reach_bounds(world: &World, f: usize, budget: &mut u64) -> Option<[[f32
     let planes: Vec<(glam::DVec3, f64)> = facet_planes(world, f)
         .map(|[x, y, z, d]| {
             let n = glam::DVec3::new(x as f64, y as f64, z as f64);
-            (n, d as f64 + n.abs().dot(half) + REACH_SLACK)
+            (n, d as f64 + n.abs().dot(half) + FACET_REACH_SLACK)
         })
         .collect();
     let mut lo = glam::DVec3::INFINITY;
@@ -1075,7 +1072,7 @@ mod tests {
     fn a_facets_reach_lies_between_its_polygon_and_the_largest_box_around_it() {
         let data = crate::trace::patch::tests::curved_world();
         let world = data.view();
-        let slack = REACH_SLACK as f32 + 0.01;
+        let slack = FACET_REACH_SLACK as f32 + 0.01;
         let mut budget = REACH_BUDGET;
         assert!(!world.facets.is_empty());
         for f in 0..world.facets.len() {

@@ -19,12 +19,9 @@ use super::bvh::{BvhNode, EMPTY_SLOT, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
 use super::listing::Unlisted;
 use super::{brush_planes, next_down, next_up};
 use crate::contents::CONTENTS_SOLID;
+use crate::margins::CORE_MARGIN;
 use crate::world::World;
 use glam::Vec4;
-
-/// How far inside every side of its brush a core stays (units): well above
-/// the clip's 1/8-unit touch zone plus f32 rounding of the slab test.
-pub const CORE_MARGIN: f32 = 1.0;
 
 /// The cores of a node's four children in lanes (`min[axis]` holds that
 /// axis's lower core bound of children 0..4), the cull boxes of the brushes

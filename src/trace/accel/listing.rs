@@ -23,7 +23,8 @@
 //! only costs the walk's time.
 
 use super::{next_down, next_up, union};
-use crate::math::{DVec3, Winding, PLANE_SIDE_EPSILON, TREE_WALK_SLACK};
+use crate::margins::{PLANE_SIDE_EPSILON, UNLISTED_MARGIN};
+use crate::math::{DVec3, Winding};
 use crate::world::World;
 use glam::Vec3A;
 
@@ -96,11 +97,6 @@ const EVERYWHERE: Bounds = [[f32::NEG_INFINITY; 3], [f32::INFINITY; 3]];
 /// primitives taken as unlisted anywhere (their contacts then take the
 /// walk, which is always right) instead of a load that never ends.
 const BUDGET: u64 = 200_000_000;
-
-/// How far from an unlisted piece a moving box may pass and have the walk
-/// decide differently: the walk's slack plus the distance at which a
-/// contact counts (1/8), with room for rounding.
-pub const UNLISTED_MARGIN: f32 = TREE_WALK_SLACK + 0.25;
 
 impl Unlisted {
     pub const EMPTY: Unlisted = Unlisted {

@@ -25,6 +25,7 @@ pub mod listing;
 pub mod occupancy;
 pub mod onion;
 
+use crate::margins::{CULL_MARGIN, PATCH_CULL_MARGIN};
 use crate::world::{Brush, Leaf, World};
 use border_starts::BorderStarts;
 use bvh::Bvh;
@@ -32,10 +33,6 @@ use glam::{Vec3A, Vec4};
 use listing::Unlisted;
 use occupancy::Occupancy;
 use onion::OnionTrees;
-
-/// How far outside a brush's axial box a swept box must stay to be skipped
-/// (units): well above the clip's 1/8-unit touch zone plus f32 rounding.
-pub const CULL_MARGIN: f32 = 1.0;
 
 /// SIMD-width fields first, so a step loads the plane and the bounds with
 /// one aligned 16-byte load each (one cache line per node).
@@ -203,10 +200,6 @@ pub struct Below {
     pub maxs: Vec3A,
     pub contents: [u32; 2],
 }
-
-/// How far a patch's bounds are grown for the source walk's culling: more
-/// than the clip epsilon by which a patch is in reach (`trace::patch`).
-pub const PATCH_CULL_MARGIN: f32 = 1.0;
 
 /// Where a facet's planes start in [`Accel::facet_lanes`], and which of
 /// them are inward borders (bit `k`: plane `k`, the surface plane being
