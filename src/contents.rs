@@ -1,4 +1,4 @@
-//! Quake 3 content and surface flag values (SPEC §2).
+//! Quake 3 content and surface flag values (the flags a brush or surface carries, and the masks traces take).
 
 pub const CONTENTS_SOLID: u32 = 0x1;
 pub const CONTENTS_LAVA: u32 = 0x8;

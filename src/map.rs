@@ -1,12 +1,16 @@
-//! Opening a world from any source, told apart by content.
+//! [`Map`]: a world ready to query, opened from any source (a Quake 3
+//! `.bsp`, a map inside a `.pk3`, or a compiled world file, told apart by
+//! content; Quake 3 maps are compiled on load), with the kernel's trees
+//! and grids built from it.
 
 use crate::compile::{compile_q3, CompileError, CompileOptions};
+use crate::math::Vec3;
 use crate::source::{pk3, q3bsp, Q3Bsp, SourceError};
 use crate::trace::accel::{self, Accel};
-use crate::trace::Kernel;
+use crate::trace::{self, BatchOptions, Kernel, TraceQuery, TraceResult};
 use crate::world::format::{self, FileMeta, FormatError, Layout};
 use crate::world::validate::validate;
-use crate::world::{World, WorldData};
+use crate::world::{World, WorldData, WorldInfo};
 use bytemuck::Zeroable;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -227,8 +231,33 @@ impl FileBytes {
     }
 }
 
-/// A world ready to query, from any source: its data and the kernel's
-/// trees and grids derived from it.
+/// A world ready to query: its data (compiled on load, or a compiled world
+/// file held in memory or mapped) and the kernel's trees and grids built
+/// from it. Immutable and `Sync`: share one behind an `Arc` among threads.
+///
+/// ```
+/// use bspq::{Map, TraceQuery, Vec3, MASK_PLAYERSOLID};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/maps/q3dm6ish.bsp");
+/// let map = Map::open(path)?;
+/// // A standing player dropped onto the floor stops 1/8 unit above it.
+/// let drop = TraceQuery::boxed(
+///     Vec3::new(-600.0, -50.0, 50.0),
+///     Vec3::new(-600.0, -50.0, -500.0),
+///     Vec3::new(-15.0, -15.0, -24.0),
+///     Vec3::new(15.0, 15.0, 32.0),
+///     MASK_PLAYERSOLID,
+/// );
+/// let hit = map.trace(&drop);
+/// assert!(hit.fraction < 1.0 && hit.normal == Vec3::Z);
+/// assert_eq!(hit.endpos.z, -199.875);
+/// // Line of sight: whether anything solid is in the way.
+/// let sight = TraceQuery::ray(Vec3::new(-600.0, -50.0, 50.0), Vec3::new(-600.0, -50.0, -500.0), 1);
+/// assert!(map.any_hit(&sight));
+/// # Ok(())
+/// # }
+/// ```
 pub struct Map {
     storage: Storage,
     accel: Accel,
@@ -243,6 +272,63 @@ impl std::fmt::Debug for Map {
 }
 
 impl Map {
+    /// Opens the world at `path`: a Quake 3 `.bsp` (compiled with the
+    /// default [`CompileOptions`], curves on), `ARCHIVE.pk3:maps/NAME.bsp`,
+    /// or a compiled world file (validated, then held in memory or
+    /// mapped), told apart by content.
+    pub fn open(path: impl AsRef<Path>) -> Result<Map, LoadError> {
+        Self::open_with(path, &CompileOptions::default())
+    }
+
+    /// [`Map::open`], compiling Quake 3 maps with `options`.
+    pub fn open_with(path: impl AsRef<Path>, options: &CompileOptions) -> Result<Map, LoadError> {
+        let spec = WorldSpec::parse(&path.as_ref().to_string_lossy());
+        open_world(&spec, options)
+    }
+
+    /// A world from the bytes of a Quake 3 `.bsp`, a `.pk3` holding one
+    /// map, or a compiled world file; `name` names a compiled map.
+    pub fn from_bytes(bytes: &[u8], name: &str) -> Result<Map, LoadError> {
+        world_from_bytes(bytes, name, &CompileOptions::default())
+    }
+
+    /// Where the world came from and how it was compiled.
+    pub fn info(&self) -> &WorldInfo {
+        match &self.storage {
+            Storage::Built(data) => &data.info,
+            Storage::File { meta, .. } => &meta.info,
+        }
+    }
+
+    /// The world's bounds (`mins`, `maxs`).
+    pub fn bounds(&self) -> (Vec3, Vec3) {
+        let world = self.world();
+        (Vec3::from_array(world.mins), Vec3::from_array(world.maxs))
+    }
+
+    /// The first contact of `query`'s move (see [`TraceResult`]).
+    pub fn trace(&self, query: &TraceQuery) -> TraceResult {
+        trace::with_scratch(|scratch| trace::trace(&self.view(), query, scratch))
+    }
+
+    /// Whether `query`'s move touches anything in its mask: exactly
+    /// `fraction < 1` of [`Map::trace`], found sooner.
+    pub fn any_hit(&self, query: &TraceQuery) -> bool {
+        trace::with_scratch(|scratch| trace::any_hit(&self.view(), query, scratch))
+    }
+
+    /// The OR of the content flags at `point` (a point on a brush's face is
+    /// inside the brush).
+    pub fn point_contents(&self, point: Vec3) -> u32 {
+        trace::point_contents(&self.view(), point)
+    }
+
+    /// The answers to `queries`, in order, on all cores: each bit for bit
+    /// [`Map::trace`]'s.
+    pub fn trace_batch(&self, queries: &[TraceQuery]) -> Vec<TraceResult> {
+        trace::trace_queries(&self.view(), queries, &BatchOptions::default())
+    }
+
     /// The world as the kernel reads it.
     pub fn view(&self) -> Kernel<'_> {
         Kernel::new(self.world(), &self.accel)

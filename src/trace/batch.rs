@@ -455,7 +455,7 @@ impl Drop for TakenScratch {
 }
 
 /// Runs `f` with this thread's scratch space.
-fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+pub(crate) fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
     let mut scratch = TakenScratch::take();
     f(&mut scratch.0)
 }

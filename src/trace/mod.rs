@@ -1,15 +1,33 @@
-//! The query kernel: point contents, ray traces and box sweeps against a
-//! [`Kernel`]. No I/O, no threads, no allocation per query (the caller owns a
-//! [`Scratch`]).
+//! The query kernel: point contents, ray traces, box and shape sweeps
+//! against a [`Kernel`] (a world and what loading derived from it, in
+//! [`accel`]). No I/O and no allocation per query (the caller owns a
+//! [`Scratch`]); batches spread over rayon's pool.
 //!
-//! The path of a trace reads from the names: [`trace`] → [`tree`] (walk the
-//! tree with each node plane shifted by the box's support distance) → leaf →
-//! [`brush`] / [`patch`] (exact clipping with the reference's epsilon rules).
-//! Spheres, capsules, cylinders and convex shapes take [`sweep`] (the same
-//! walk and clipping with planes shifted by the shape's [`shape`] support),
-//! and, asked for `exact`, [`exact`] (GJK against the brushes' polyhedra).
-//! Registered onion hulls take [`onion`] (the box's centre walked as a point
-//! through the hull-refined tree, clipped with the box routines).
+//! The path of a trace reads from the names: [`trace`] → the fast search
+//! ([`fast`]: the brushes and patches near the move from a bounding-volume
+//! hierarchy, four lanes wide, or eight with AVX2 in [`wide`]) → each one
+//! clipped ([`brush`], [`patch`]: Quake 3's epsilon rules, four planes at
+//! a time) → the nearest contact, when no visit order could change it; the
+//! rest go to the reference walk ([`mod@walk`]: the BSP descent of the map's
+//! own tree, nearest side first, each plane shifted by the shape's reach).
+//! Shapes take the same paths with their support function ([`sweep`],
+//! [`shape`]), exact shapes refine that with GJK ([`exact`]), registered
+//! onion hulls walk their own tree as a point ([`onion`]).
+//!
+//! Why each path exists, and what holds it to the reference walk:
+//! - the walk answers as Quake 3 does (`tests/conformance.rs` against
+//!   Quake 3's own answers);
+//! - the fast search is several times faster; `bspq check` and
+//!   `tests/batch.rs`, `tests/listing.rs` compare it with the walk bit for
+//!   bit (any-hit, batches and threads too);
+//! - the eight-wide search is a third fewer node steps where AVX2 runs it;
+//!   `tests/wide.rs` compares it with the four-wide one;
+//! - the batch's first pass ([`sieve`]) answers moves that reach no
+//!   occupied grid cell without a search; `tests/batch.rs`;
+//! - the tie search ([`walk::first_tied_contact`]) finds the walk's answer
+//!   among tied contacts without the whole walk; `tests/batch.rs`;
+//! - onion hulls skip subtrees free for their box; `tests/onion.rs`
+//!   against the box sweep.
 
 pub mod accel;
 mod batch;
@@ -28,6 +46,7 @@ mod walk;
 mod wide;
 mod work;
 
+pub(crate) use batch::with_scratch;
 pub use batch::{
     any_hit_batch, any_hit_queries, run as run_batch, run_sifted as run_batch_sifted, trace_batch,
     trace_queries, BatchError, BatchOptions, BatchResults, TraceBatch,
