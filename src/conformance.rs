@@ -1,4 +1,4 @@
-//! The reference matching rule (SPEC §3) and helpers to run query files
+//! The reference matching rule (docs/conformance.md) and helpers to run query files
 //! against expected answers.
 
 use crate::query::{Answer, PointAnswer, QueryError, TraceAnswer};

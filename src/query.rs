@@ -1,4 +1,4 @@
-//! The JSON line format of queries and answers (SPEC §3–§4), shared by the
+//! The JSON line format of queries and answers (docs/protocol.md), shared by the
 //! CLI and the transports, with one validation path.
 
 use crate::math::Vec3;

@@ -137,7 +137,7 @@ impl ServiceError {
         }
     }
 
-    /// The JSON error body of SPEC §5.
+    /// The JSON error body: `{"error":{"code","message","query_index"}}`.
     pub fn to_json(&self) -> serde_json::Value {
         let mut error = serde_json::json!({"code": self.code(), "message": self.to_string()});
         if let Some(i) = self.query_index() {

@@ -1,5 +1,5 @@
 //! `bspq bench`: kernel throughput on a query file, side by side with parry3d
-//! on the same queries in the same process (SPEC §6).
+//! on the same queries in the same process.
 
 mod hull;
 mod parry;
@@ -36,7 +36,7 @@ const AGREE_UNITS: f32 = 1.0;
 pub struct BenchArgs {
     #[command(flatten)]
     world: WorldArgs,
-    /// Query file: JSON lines (SPEC §3), plain or gzipped.
+    /// Query file: JSON lines, plain or gzipped.
     #[arg(long)]
     queries: PathBuf,
     /// Timed runs per engine; the median is reported.

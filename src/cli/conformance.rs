@@ -29,7 +29,7 @@ pub struct ConformanceArgs {
     strict: bool,
 }
 
-/// The query sets of an oracle folder (SPEC §4), run when `--sets` is not given.
+/// The query sets of an oracle folder, run when `--sets` is not given.
 const DEFAULT_SETS: [&str; 4] = ["rays", "boxes", "points", "extras"];
 
 fn find(dir: &Path, stem: &str) -> Option<PathBuf> {

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 /// The world is named as other commands name it (`--world FILE`) or, as
-/// SPEC §6 writes it, alone (`bspq inspect FILE`).
+/// the command line documents it, alone (`bspq inspect FILE`).
 #[derive(Args)]
 #[command(group(clap::ArgGroup::new("named").required(true).args(["file", "world"])))]
 pub struct InspectArgs {

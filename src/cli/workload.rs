@@ -1,5 +1,5 @@
 //! `bspq workload`: query lines for any world in the style of the
-//! conformance data's ray and box files (SPEC §4), to benchmark a map that
+//! conformance data's ray and box files, to benchmark a map that
 //! has no query file (`bspq bench --queries`), replay it at a server
 //! (`bspq load --queries`) or trace it (`bspq trace`).
 //!

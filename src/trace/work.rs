@@ -59,7 +59,7 @@ impl TraceQuery {
     }
 }
 
-/// The answer to a trace (SPEC §3).
+/// The answer to a trace: where the move stops and what it hit.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TraceResult {
     pub fraction: f32,

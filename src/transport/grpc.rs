@@ -1,7 +1,7 @@
 //! gRPC transport (tonic): thin adapters over [`Service`]. Packed trace
 //! arrays go to the core as one [`PackedTraces`] batch (validated by the
 //! same rules as HTTP's lines, answered without a line per query); errors
-//! map through [`ServiceError::statuses`], with the JSON error body of SPEC §5
+//! map through [`ServiceError::statuses`], with the JSON error body of the error table (docs/protocol.md)
 //! as the status message.
 
 use crate::metrics::Metrics;

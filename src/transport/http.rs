@@ -1,5 +1,5 @@
 //! HTTP/JSON transport (axum): thin handlers over [`Service`]. Every error
-//! response, whichever layer or handler produced it, is SPEC §5's JSON body
+//! response, whichever layer or handler produced it, is the JSON error body
 //! with the status of the one error table, and is counted by its code.
 
 use crate::metrics::Metrics;
@@ -32,7 +32,7 @@ pub struct HttpState {
     pub draining: Arc<AtomicBool>,
 }
 
-/// The router with every route of SPEC §5.
+/// The router with every route.
 pub fn router(state: HttpState) -> Router {
     // Queries may send `max_body_bytes`, world uploads `max_upload_bytes`
     // (one limit over all routes let a trace body grow to the upload size).
@@ -78,7 +78,7 @@ pub fn router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// An error as SPEC §5's JSON body with its status.
+/// An error as the JSON error body with its status.
 struct ApiError(ServiceError);
 
 /// The code of an error response, for [`count_errors`].
@@ -286,7 +286,7 @@ fn parse_batch<T: DeserializeOwned>(
 }
 
 /// Why a batch body did not parse: the first query of `fields` that does
-/// not parse on its own, with its index (SPEC §5), or else the body as a
+/// not parse on its own, with its index, or else the body as a
 /// whole. The body is parsed again only on this error path.
 fn batch_parse_error(
     bytes: &[u8],
