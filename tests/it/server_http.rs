@@ -1,7 +1,7 @@
 //! The server end to end over HTTP: a real server on a free loopback port,
 //! a real HTTP client. Request counts and durations are bounded.
 
-mod common;
+use crate::common;
 
 use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestServer, TOKEN};
 

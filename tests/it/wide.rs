@@ -5,7 +5,7 @@
 //! batches. On a processor without AVX2 there are no eight-wide trees, and
 //! the test checks only that.
 
-mod common;
+use crate::common;
 
 use bspq::query::Query;
 use bspq::trace::{trace, trace_queries, BatchOptions, Scratch, Shape, TraceQuery};

@@ -4,7 +4,7 @@
 //! leaves the world valid, a world the kernel queries without panicking.
 //! Everything is seeded and deterministic.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::math::Vec3;

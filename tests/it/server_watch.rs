@@ -5,7 +5,7 @@
 //! `..data`, itself a symlink swapped by rename), a file written in place
 //! slowly (never served half-written), and bursts.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::query::{answer, Answer};

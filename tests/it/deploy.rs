@@ -11,7 +11,7 @@
 //! schema validation of the full output run in `deploy/check.sh`, below, when
 //! available).
 
-mod common;
+use crate::common;
 
 use bspq::query::{answer, Answer};
 use bspq::trace::Scratch;

@@ -6,7 +6,7 @@
 //! line of the full oracle files of the committed maps
 //! (`tests/data/oracle/order_dependent.jsonl`).
 
-mod common;
+use crate::common;
 
 use bspq::conformance::mismatch;
 use bspq::query::{answer, Answer, QueryLine};

@@ -9,7 +9,7 @@
 //! at it and compares the fast trace, any-hit and the batch path with the
 //! walk, bit for bit.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::trace::{any_hit, trace, trace_queries, BatchOptions, Scratch, TraceQuery};

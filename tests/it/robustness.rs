@@ -2,7 +2,7 @@
 //! valid world, never a panic or a hang (SPEC §2), and worlds read from a
 //! `.pk3` archive answer exactly as the plain `.bsp` does.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::math::Vec3;

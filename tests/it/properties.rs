@@ -9,7 +9,7 @@
 //! position test there is solid), and for them `dist` is the plane expanded by
 //! the box. Invariant (c), determinism of the scratch space, runs curves on.
 
-mod common;
+use crate::common;
 
 use bspq::contents::{MASK_PLAYERSOLID, MASK_SHOT, MASK_SOLID};
 use bspq::math::Vec3;

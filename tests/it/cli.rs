@@ -1,7 +1,7 @@
 //! End to end: the real `bspq trace` binary, query lines on stdin, one answer
 //! line per query on stdout, answers equal to the library's.
 
-mod common;
+use crate::common;
 
 use bspq::query::{answer, Answer};
 use bspq::trace::Scratch;

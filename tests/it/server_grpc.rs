@@ -2,7 +2,7 @@
 //! tonic client, an independent Python grpcio client, and `bspq trace
 //! --server` with the real binary. Request counts and durations are bounded.
 
-mod common;
+use crate::common;
 
 use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestServer, TOKEN};
 
