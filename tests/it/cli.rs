@@ -831,6 +831,10 @@ fn a_member_of_a_file_that_is_no_archive_is_an_error() {
 #[test]
 fn a_world_read_from_a_device_is_held_to_the_size_limit() {
     if !std::path::Path::new("/dev/zero").exists() {
+        common::skip(
+            "a_world_read_from_a_device_is_held_to_the_size_limit",
+            "this system has no /dev/zero",
+        );
         return;
     }
     let out = bspq(["inspect", "--world", "/dev/zero"]);

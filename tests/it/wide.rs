@@ -71,7 +71,10 @@ fn check_map(map: &str, curves: bool) {
     let world = loaded.view();
     assert_eq!(world.kernel.bvh.wide.present(), wide_available());
     if !wide_available() {
-        println!("no AVX2 here: the full trace takes the four-wide search only");
+        common::skip(
+            &format!("eight_wide_answers_as_four_wide on {map} (curves {curves})"),
+            "no AVX2 here: the full trace takes the four-wide search only",
+        );
         return;
     }
     let four_kernel = world.kernel.without_wide_trees();
