@@ -481,7 +481,7 @@ fn write_gz(path: &std::path::Path, lines: &[String]) {
 }
 
 /// `conformance` labels a mismatch with its line's kind from its own
-/// section of `kinds.txt` (SPEC §4: `# rays`, then `# boxes`; points have
+/// section of `kinds.txt` (`# rays`, then `# boxes`; points have
 /// none): point mismatches used to be labelled with ray kinds, and box
 /// mismatches too when the folder held no rays file.
 #[test]
@@ -846,7 +846,7 @@ fn a_world_read_from_a_device_is_held_to_the_size_limit() {
     );
 }
 
-/// `bspq inspect FILE` (SPEC §6) prints what `--world FILE` prints.
+/// `bspq inspect FILE` prints what `--world FILE` prints.
 #[test]
 fn inspect_takes_the_world_alone_or_with_world() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -21,7 +21,7 @@ use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 use std::sync::LazyLock;
 
-/// The 1/8-unit surface clip epsilon of Quake 3 (SPEC §3).
+/// The 1/8-unit surface clip epsilon of Quake 3.
 const CLIP_EPSILON: f32 = 0.125;
 /// Slack for float rounding of positions and plane distances (world
 /// coordinates are below ~8192, where f32 steps are under 1e-3).

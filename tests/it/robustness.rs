@@ -1,5 +1,5 @@
 //! Hostile and damaged inputs: mutated map files must give an error or a
-//! valid world, never a panic or a hang (SPEC §2), and worlds read from a
+//! valid world, never a panic or a hang, and worlds read from a
 //! `.pk3` archive answer exactly as the plain `.bsp` does.
 
 use crate::common;
