@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Offline checks of deploy/ (run by tests/deploy.rs after the build). A tool that is
+# Offline checks of deploy/ (run by tests/it/deploy.rs after the build). A tool that is
 # not installed is skipped with a message, never a failure; a tool that runs
 # and finds a problem fails the check.
 #   kubectl kustomize (or kustomize)  renders base/ and overlays/example/
@@ -32,7 +32,7 @@ if [ -n "$render" ]; then
   done
   echo "deploy check: rendered ${#rendered[@]} kustomizations with $render"
 else
-  skip "kubectl/kustomize not installed (manifests not rendered; tests/deploy.rs still reads them)"
+  skip "kubectl/kustomize not installed (manifests not rendered; tests/it/deploy.rs still reads them)"
 fi
 
 if [ ${#rendered[@]} -gt 0 ]; then

@@ -95,7 +95,8 @@ fn health_of(service: &Service) -> ServingStatus {
 }
 
 /// Serves HTTP on `http` (and gRPC on `grpc` when given) until `shutdown`
-/// resolves, then drains both.
+/// resolves, then drains both. With a worlds directory, the listeners
+/// answer only once its watcher is armed (see [`crate::watcher`]).
 pub async fn run(
     service: Arc<Service>,
     metrics: Arc<Metrics>,
@@ -110,19 +111,26 @@ pub async fn run(
         metrics: Arc::clone(&metrics),
         draining: Arc::clone(&draining),
     };
-    let watcher = options
-        .worlds_dir
-        .clone()
-        .filter(|d| d.is_dir())
-        .map(|dir| {
+    let watcher = match options.worlds_dir.clone().filter(|d| d.is_dir()) {
+        Some(dir) => {
             let state = DirState::snapshot(&dir);
-            tokio::spawn(watch_dir(
+            let (armed_tx, armed_rx) = tokio::sync::oneshot::channel();
+            let task = tokio::spawn(watch_dir(
                 Arc::clone(&service.registry),
                 dir,
                 options.rescan_interval,
                 state,
-            ))
-        });
+                armed_tx,
+            ));
+            // Answer nothing (readiness included) before the watcher is
+            // armed, so a file replaced once the server reports ready is
+            // never left to the next rescan. Arming is a system call or
+            // two; a watcher task that died unarmed does not hold it up.
+            let _ = armed_rx.await;
+            Some(task)
+        }
+        None => None,
+    };
     let app = router(state);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
 

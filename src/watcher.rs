@@ -11,6 +11,10 @@
 //! target is a new inode. Hidden entries (`..data`, `..2026_…`, `.tmp` files)
 //! are never worlds.
 //!
+//! The watcher reports when it is armed (its OS watch registered, or known
+//! to be unavailable): from then on no change is missed, so the server
+//! starts answering, and so reports ready, only after that.
+//!
 //! A half-written file is never served: loading validates the whole file (the
 //! checksum of a compiled world, every lump of a source) and a failed load
 //! keeps the old version; the writer's next event triggers another scan.
@@ -21,7 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// After an event, the directory must be quiet this long before it is
 /// scanned, so a burst (many files, or the several steps of a symlink swap)
@@ -208,6 +212,15 @@ fn start_fs_watcher(dir: &Path, tx: mpsc::Sender<()>) -> Option<notify::Recommen
     }
 }
 
+/// How an armed watcher follows the directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Armed {
+    /// File-system events trigger a scan; the periodic rescan backs them up.
+    Events,
+    /// No OS watcher could start: the periodic rescan alone sees changes.
+    RescanOnly,
+}
+
 /// Loads what changed in `dir` since `state`, off the reactor, and
 /// reports what cannot be loaded.
 async fn reload_changed(registry: &Arc<Registry>, dir: &Path, state: &mut DirState) {
@@ -227,16 +240,27 @@ async fn reload_changed(registry: &Arc<Registry>, dir: &Path, state: &mut DirSta
 
 /// Watches `dir` until the task is dropped: reloads new and replaced world
 /// files when file-system events settle and every `rescan` in any case.
-/// `state` is the directory as the initial load saw it.
+/// `state` is the directory as the initial load saw it. `armed` is sent how
+/// changes are followed as soon as the OS watch is registered (or failed):
+/// a change made after that is never missed.
 pub async fn watch_dir(
     registry: Arc<Registry>,
     dir: PathBuf,
     rescan: Duration,
     mut state: DirState,
+    armed: oneshot::Sender<Armed>,
 ) {
     let (tx, mut wake) = mpsc::channel::<()>(1);
     // Kept alive for as long as the loop runs; dropping it stops the events.
-    let _watcher = start_fs_watcher(&dir, tx);
+    let watcher = start_fs_watcher(&dir, tx);
+    let mode = if watcher.is_some() {
+        tracing::info!(dir = %dir.display(), rescan_seconds = rescan.as_secs_f64(), "watching the worlds directory");
+        Armed::Events
+    } else {
+        Armed::RescanOnly
+    };
+    // Nobody waiting is fine: the watch goes on.
+    let _ = armed.send(mode);
     // Whatever changed between the initial load and the watch starting.
     reload_changed(&registry, &dir, &mut state).await;
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + rescan, rescan);
@@ -280,5 +304,43 @@ mod tests {
         assert_eq!(news.worlds, [("a".to_owned(), path("a.bsp"))]);
         assert!(news.clashes.is_empty() && news.invalid_names.is_empty());
         assert_eq!(state.changed(dir.path()), DirListing::default());
+    }
+
+    /// The armed signal means what it says: a file renamed in right after
+    /// it is loaded with the periodic rescan an hour away.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn once_armed_a_new_file_is_loaded_without_a_rescan() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let registry = Arc::new(Registry::new(crate::compile::CompileOptions::default()));
+        let (armed_tx, armed_rx) = oneshot::channel();
+        let watch = tokio::spawn(watch_dir(
+            Arc::clone(&registry),
+            dir.path().to_owned(),
+            Duration::from_secs(3600),
+            DirState::default(),
+            armed_tx,
+        ));
+        if armed_rx.await.expect("the watcher reports") == Armed::RescanOnly {
+            // E.g. out of inotify instances: the warning says so.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped once_armed_a_new_file_is_loaded_without_a_rescan: no OS file watcher here"
+            );
+            return;
+        }
+        let map = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/maps/q3dm6ish.bsp");
+        let tmp = dir.path().join(".arena.bsp.tmp");
+        std::fs::copy(&map, &tmp).expect("copy");
+        std::fs::rename(&tmp, dir.path().join("arena.bsp")).expect("rename");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while registry.get("arena").is_none() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "not loaded within 10 s of the rename"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        watch.abort();
     }
 }

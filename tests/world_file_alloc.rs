@@ -1,7 +1,11 @@
 //! Loading a hostile compiled world allocates in proportion to the file, not
-//! to the counts it claims (SPEC §2: no unbounded memory). This binary has one
+//! to the counts it claims (no unbounded memory). This binary has one
 //! test and an allocator with a hard cap: going over the cap during a load
 //! fails the allocation, which aborts the test binary (a loud failure).
+//!
+//! It stays a test crate of its own, outside `tests/it`: a global allocator
+//! is the whole binary's, so in the shared crate the cap would also catch
+//! (and abort on) allocations of every test running beside these.
 
 mod common;
 

@@ -41,6 +41,14 @@ pub fn load_world(map: &str, curves: bool) -> Map {
     .unwrap_or_else(|e| panic!("cannot open {map} (curves {curves}): {e}"))
 }
 
+/// Says why `test` (or a part of it) did not run. Written to the process's
+/// standard error itself: the harness keeps `println!`/`eprintln!` of a
+/// passing test to itself, and a skip must show in every run's log.
+pub fn skip(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
+}
+
 /// Runs the `bspq` binary with `args`, which must succeed, and returns
 /// its standard output.
 pub fn bspq_stdout<I, S>(args: I) -> String

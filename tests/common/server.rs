@@ -16,7 +16,8 @@ use std::time::Duration;
 /// The admin token every test server accepts.
 pub const TOKEN: &str = "test-token";
 
-/// `bspq::server::run` on its own runtime thread, HTTP and gRPC on free ports.
+/// `bspq::server::run` on its own runtime thread, HTTP and gRPC on free
+/// ports; started once it answers.
 pub struct TestServer {
     /// `http://ADDR` of the HTTP listener.
     pub base: String,
@@ -87,7 +88,7 @@ impl TestServer {
         let (http, grpc) = addr_rx
             .recv_timeout(Duration::from_secs(10))
             .expect("server address");
-        TestServer {
+        let server = TestServer {
             base: format!("http://{http}"),
             http,
             grpc,
@@ -95,6 +96,22 @@ impl TestServer {
             metrics,
             stop: Some(stop_tx),
             thread: Some(thread),
+        };
+        server.wait_until_answering();
+        server
+    }
+
+    /// Waits (at most 10 s) for the server's first answer. `run` answers
+    /// only once the worlds-directory watcher is armed, so from here on a
+    /// change to the directory is seen without waiting for a rescan.
+    fn wait_until_answering(&self) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(10)))
+            .build()
+            .into();
+        if let Err(e) = agent.get(&format!("{}/healthz", self.base)).call() {
+            panic!("the test server did not answer within 10 s: {e}");
         }
     }
 

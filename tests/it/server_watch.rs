@@ -5,7 +5,7 @@
 //! `..data`, itself a symlink swapped by rename), a file written in place
 //! slowly (never served half-written), and bursts.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::map::compile_source;
@@ -38,11 +38,12 @@ impl TestServer {
             drain_timeout: Duration::from_secs(10),
             ..Default::default()
         };
-        let server = common::server::TestServer::start_with(options, Limits::default());
-        // The watcher starts with the server's task; give it a moment to
-        // subscribe before a test changes the directory.
-        std::thread::sleep(Duration::from_millis(100));
-        TestServer(server)
+        // Returns once the server answers, which it does only once the
+        // watcher is armed: no change made after this is missed.
+        TestServer(common::server::TestServer::start_with(
+            options,
+            Limits::default(),
+        ))
     }
 
     fn version(&self, world: &str) -> u64 {
@@ -233,6 +234,7 @@ fn a_kubernetes_configmap_volume_swap_reloads_every_world_once() {
     assert_eq!(probe.serving(&server, "arena"), (3, "q3dm6ish"));
     // duel's contents are the same bytes but a new file: reloading it is
     // harmless; what matters is that nothing is left behind or served twice.
+    // (A window for a second reload to show, not a wait for the first.)
     std::thread::sleep(Duration::from_millis(200));
     assert!(server.version("duel") <= 3);
     assert_eq!(server.registry.names(), ["arena", "duel"]);
@@ -306,7 +308,7 @@ fn a_burst_of_replacements_settles_on_the_last_file() {
         std::thread::sleep(Duration::from_millis(5));
     }
     // Settling coalesces the burst (how much depends on the machine's speed;
-    // never more loads than renames).
+    // never more loads than renames). A window for late extra loads to show.
     std::thread::sleep(Duration::from_millis(100));
     let loads = server.version("arena") - 1;
     eprintln!("20 renames → {loads} loads");
@@ -357,6 +359,7 @@ fn two_files_claiming_one_name_are_reported_once_not_flipped() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+    // A window of some 15 rescans, in which a second report would show.
     std::thread::sleep(Duration::from_millis(300));
     let clash = status();
     let error = clash.last_error.unwrap_or_default();
@@ -374,6 +377,7 @@ fn two_files_claiming_one_name_are_reported_once_not_flipped() {
 
     std::fs::remove_file(dir.path().join("arena.bspq")).expect("remove");
     server.wait_version("arena", 2);
+    // Again a window, in which a flip back would show.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         probe.serving(&server, "arena"),

@@ -5,7 +5,7 @@
 //! answers exactly `fraction < 1` of the BSP walk's full trace for moves
 //! aimed through, past and along the cores from just outside their brushes.
 
-mod common;
+use crate::common;
 
 use bspq::contents::{CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT};
 use bspq::margins::CORE_MARGIN;

@@ -2,7 +2,7 @@
 //! to answers from the source map; files round-trip; loading is immune to the
 //! file changing afterwards; the CLI writes atomically and inspects files.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::map::{compile_source, open_world, Map, WorldSpec};

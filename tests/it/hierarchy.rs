@@ -4,7 +4,7 @@
 //! those two; larger boxes a tree with some patches whole), and in every tree each child lies inside its parent's lane
 //! and carries only contents its parent's lane has.
 
-mod common;
+use crate::common;
 
 use bspq::trace::accel::bvh::{BvhNode, EMPTY_SLOT, INDEX, PATCH, PRIMITIVE, RAY_FACET};
 use common::{load_world, MAPS};

@@ -1,4 +1,4 @@
-//! Reference conformance on the committed oracle subsets (SPEC §3 matching
+//! Reference conformance on the committed oracle subsets (the matching
 //! rule): every answer of every set of every committed map, curves on and
 //! off, must match the reference answer. The answers that depend on the
 //! order in which the reference visits leaves (ties between equal contacts,
@@ -6,7 +6,7 @@
 //! line of the full oracle files of the committed maps
 //! (`tests/data/oracle/order_dependent.jsonl`).
 
-mod common;
+use crate::common;
 
 use bspq::conformance::mismatch;
 use bspq::query::{answer, Answer, QueryLine};

@@ -2,7 +2,7 @@
 //! each must give an error or a valid world, never a panic, and a source that
 //! compiles must give a world that passes the loader's validation.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::map::{compile_source, world_from_bytes, Map};

@@ -2,7 +2,7 @@
 //! tonic client, an independent Python grpcio client, and `bspq trace
 //! --server` with the real binary. Request counts and durations are bounded.
 
-mod common;
+use crate::common;
 
 use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestServer, TOKEN};
 
@@ -654,7 +654,10 @@ async fn reflection_lists_the_services() {
 fn python_grpcio_client_traces_and_checks_health() {
     use common::python::{self, Needs};
     if !python::python3_available() {
-        println!("SKIPPED python_grpcio_client_traces_and_checks_health: python3 is not installed");
+        common::skip(
+            "python_grpcio_client_traces_and_checks_health",
+            "python3 is not installed",
+        );
         return;
     }
     let python = python::ensure(

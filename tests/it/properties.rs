@@ -9,7 +9,7 @@
 //! position test there is solid), and for them `dist` is the plane expanded by
 //! the box. Invariant (c), determinism of the scratch space, runs curves on.
 
-mod common;
+use crate::common;
 
 use bspq::contents::{MASK_PLAYERSOLID, MASK_SHOT, MASK_SOLID};
 use bspq::math::Vec3;
@@ -21,7 +21,7 @@ use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 use std::sync::LazyLock;
 
-/// The 1/8-unit surface clip epsilon of Quake 3 (SPEC §3).
+/// The 1/8-unit surface clip epsilon of Quake 3.
 const CLIP_EPSILON: f32 = 0.125;
 /// Slack for float rounding of positions and plane distances (world
 /// coordinates are below ~8192, where f32 steps are under 1e-3).

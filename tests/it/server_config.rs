@@ -3,7 +3,7 @@
 //! layers take precedence flags > environment > file > defaults in the real
 //! binary, and `./worlds` is the default worlds directory.
 
-mod common;
+use crate::common;
 
 use bspq::config::{file_keys, serve_command};
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 //! contents are unchanged by compiling hulls; hull worlds round-trip through
 //! the file format; the query line names hulls.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::map::{compile_source, Map};

@@ -2,7 +2,7 @@
 //! committed oracle query file: bit-identical answers whatever the batch
 //! size, order and thread count; any-hit equals `fraction < 1`.
 
-mod common;
+use crate::common;
 
 use bspq::query::{
     answer_all, answer_request, Answer, HitAnswer, Query, QueryError, QueryLine, Request,

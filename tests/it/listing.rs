@@ -9,7 +9,7 @@
 //! at it and compares the fast trace, any-hit and the batch path with the
 //! walk, bit for bit.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::map::{compile_source, Map};

@@ -1,7 +1,7 @@
 //! The server end to end over HTTP: a real server on a free loopback port,
 //! a real HTTP client. Request counts and durations are bounded.
 
-mod common;
+use crate::common;
 
 use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestServer, TOKEN};
 
@@ -50,7 +50,7 @@ fn post(base: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
     )
 }
 
-/// The error answer SPEC §5 describes: this status and code, a message, and
+/// The error answer of the HTTP API: this status and code, a message, and
 /// the failing query's index when one failed.
 fn expect_error(
     status: u16,
@@ -687,7 +687,7 @@ fn expect_method_not_allowed(base: &str, method: &str, path: &str) -> String {
     allow
 }
 
-/// Every error response has SPEC §5's JSON body and the right status, and
+/// Every error response has the API's JSON error body and the right status, and
 /// is counted in `bspq_request_errors_total` by its code, wherever it was
 /// raised (authorisation, size limits, JSON parsing, routing, the core).
 #[test]

@@ -1,8 +1,8 @@
 //! Hostile and damaged inputs: mutated map files must give an error or a
-//! valid world, never a panic or a hang (SPEC §2), and worlds read from a
+//! valid world, never a panic or a hang, and worlds read from a
 //! `.pk3` archive answer exactly as the plain `.bsp` does.
 
-mod common;
+use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::map::{open_world, world_from_bytes, WorldSpec};

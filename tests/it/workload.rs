@@ -1,7 +1,7 @@
 //! `bspq workload`: query lines for any world in the conformance data's
 //! style, checked against that data and against the world itself.
 
-mod common;
+use crate::common;
 
 use bspq::contents::{
     CONTENTS_PLAYERCLIP, CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT, MASK_SOLID,

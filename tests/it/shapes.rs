@@ -2,7 +2,7 @@
 //! reference, plane shifting against both, a convex box against the box
 //! kernel, and the query-line and gRPC forms of shapes.
 
-mod common;
+use crate::common;
 
 use bspq::accuracy::{compare, shape_query, ErrorStats, KINDS};
 use bspq::math::Vec3;

@@ -1,0 +1,30 @@
+//! The integration tests, as one crate: each former `tests/*.rs` file is a
+//! module here, so the suite links one test binary instead of one per file
+//! (linking dominated the build). `tests/world_file_alloc.rs` stays a crate
+//! of its own: it installs a global allocator that caps allocations, which
+//! would apply to every test of a shared binary.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod batch;
+mod cli;
+mod conformance;
+mod cores;
+mod deploy;
+mod features;
+mod fuzz_regressions;
+mod hierarchy;
+mod listing;
+mod onion;
+mod properties;
+mod robustness;
+mod server_config;
+mod server_grpc;
+mod server_http;
+mod server_watch;
+mod shapes;
+mod wide;
+mod workload;
+mod world_file;
+mod world_file_mutation;
