@@ -1,4 +1,5 @@
-//! Vectors, planes, windings and every epsilon of the project, in one place.
+//! Vectors and the compiler's polygons (windings); every epsilon is in
+//! [`crate::margins`].
 
 pub use glam::Vec3;
 use glam::{BVec4A, Vec3A, Vec4};
@@ -6,43 +7,6 @@ use glam::{BVec4A, Vec3A, Vec4};
 /// Half the size of the box the compiler starts from: everything of interest
 /// lies inside it (Quake's maps are bounded by ±65536).
 pub const WORLD_HALF_EXTENT: f64 = 131072.0;
-
-/// A plane `normal · p = dist` (f32, as stored in maps).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Plane {
-    pub normal: Vec3,
-    pub dist: f32,
-}
-
-impl Plane {
-    /// 0, 1, 2 when the normal is exactly +X, +Y or +Z; 3 otherwise.
-    pub fn axis(&self) -> u32 {
-        if self.normal.x == 1.0 {
-            0
-        } else if self.normal.y == 1.0 {
-            1
-        } else if self.normal.z == 1.0 {
-            2
-        } else {
-            3
-        }
-    }
-
-    /// Bit `i` set when component `i` of the normal is negative: selects the
-    /// box corner that lies furthest along the normal's opposite.
-    pub fn sign_bits(&self) -> u32 {
-        (self.normal.x < 0.0) as u32
-            | ((self.normal.y < 0.0) as u32) << 1
-            | ((self.normal.z < 0.0) as u32) << 2
-    }
-
-    pub fn flipped(&self) -> Plane {
-        Plane {
-            normal: -self.normal,
-            dist: -self.dist,
-        }
-    }
-}
 
 /// A 3-vector in `f64`, used by the compiler where robustness matters more than speed.
 pub type DVec3 = glam::DVec3;

@@ -35,7 +35,7 @@ struct PlaneCanon {
 }
 
 impl PlaneCanon {
-    fn new(world: &mut WorldData, source: &[q3bsp::Plane]) -> Self {
+    fn new(world: &mut WorldData, source: &[q3bsp::BspPlane]) -> Self {
         // Only the source's planes come in pairs; planes added by the
         // compiler (bevels) are never splitters and need no twin.
         let n = source.len().min(world.planes.len());
@@ -119,7 +119,7 @@ pub fn build(
     world: &mut WorldData,
     brushes: &[BrushInput],
     patches: &[PatchInput],
-    source_planes: &[q3bsp::Plane],
+    source_planes: &[q3bsp::BspPlane],
     source_node_planes: &[u32],
 ) -> Result<BuildStats, CompileError> {
     let canon = PlaneCanon::new(world, source_planes);

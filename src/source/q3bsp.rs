@@ -44,7 +44,7 @@ pub struct Shader {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct Plane {
+pub struct BspPlane {
     pub normal: Vec3,
     pub dist: f32,
 }
@@ -104,7 +104,7 @@ pub struct Patch {
 pub struct Q3Bsp {
     pub entities: String,
     pub shaders: Vec<Shader>,
-    pub planes: Vec<Plane>,
+    pub planes: Vec<BspPlane>,
     pub nodes: Vec<Node>,
     pub leafs: Vec<Leaf>,
     pub leaf_brushes: Vec<u32>,
@@ -329,7 +329,7 @@ fn load_shaders(lumps: &Lumps) -> Result<Vec<Shader>, SourceError> {
         .collect())
 }
 
-fn load_planes(lumps: &Lumps) -> Result<Vec<Plane>, SourceError> {
+fn load_planes(lumps: &Lumps) -> Result<Vec<BspPlane>, SourceError> {
     lumps
         .records(lump::PLANES, 16)?
         .enumerate()
@@ -345,7 +345,7 @@ fn load_planes(lumps: &Lumps) -> Result<Vec<Plane>, SourceError> {
                     reason: format!("plane {i} normal {normal} is not unit length"),
                 });
             }
-            Ok(Plane { normal, dist })
+            Ok(BspPlane { normal, dist })
         })
         .collect()
 }

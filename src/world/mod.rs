@@ -7,7 +7,7 @@ pub mod bevels;
 pub mod format;
 pub mod validate;
 
-use crate::math::{Plane as MathPlane, Vec3};
+use crate::math::Vec3;
 pub use bevels::{BevelRange, ShapeBevel};
 use bytemuck::{Pod, Zeroable};
 
@@ -25,12 +25,17 @@ const _: () = assert!(std::mem::size_of::<Plane>() == 24);
 
 impl Plane {
     pub fn new(normal: Vec3, dist: f32) -> Self {
-        let p = MathPlane { normal, dist };
+        // (As the reference marks them: a component of exactly 1, first of
+        // x, y, z.)
+        let axis = (0..3).find(|&k| normal[k] == 1.0).unwrap_or(3) as u32;
+        let sign_bits = (normal.x < 0.0) as u32
+            | ((normal.y < 0.0) as u32) << 1
+            | ((normal.z < 0.0) as u32) << 2;
         Plane {
             normal: normal.to_array(),
             dist,
-            axis: p.axis(),
-            sign_bits: p.sign_bits(),
+            axis,
+            sign_bits,
         }
     }
 

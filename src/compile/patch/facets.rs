@@ -6,7 +6,7 @@
 
 use super::grid::Grid;
 use super::planes::{self, normal, PlaneEq, PlaneList, Side, TooManyPlanes};
-use super::winding::Winding;
+use super::winding::FacetWinding;
 use super::{MAX_FACET_BORDERS, MAX_MAP_BOUNDS, MAX_PATCH_FACETS};
 use crate::margins::{PATCH_NORMAL_EPSILON, PATCH_WINDING_EPSILON};
 use crate::math::Vec3;
@@ -292,9 +292,9 @@ fn facet_winding(
     list: &PlaneList,
     surface: usize,
     borders: impl Iterator<Item = (usize, bool)>,
-) -> Option<Winding> {
+) -> Option<FacetWinding> {
     let s = list.get(surface);
-    let mut w = Winding::base_for_plane(normal(&s), s[3])?;
+    let mut w = FacetWinding::base_for_plane(normal(&s), s[3])?;
     for (plane, inward) in borders {
         let p = facing(list, plane, inward);
         w = w.chop(normal(&p), p[3], PATCH_WINDING_EPSILON)?;

@@ -7,7 +7,7 @@ use super::{MAX_MAP_BOUNDS, MAX_WINDING_POINTS};
 use crate::math::Vec3;
 
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Winding {
+pub(super) struct FacetWinding {
     pub points: Vec<Vec3>,
 }
 
@@ -18,9 +18,9 @@ enum Side {
     On,
 }
 
-impl Winding {
+impl FacetWinding {
     /// A square of half-size [`MAX_MAP_BOUNDS`] on the plane `normal · p = dist`.
-    pub fn base_for_plane(normal: Vec3, dist: f32) -> Option<Winding> {
+    pub fn base_for_plane(normal: Vec3, dist: f32) -> Option<FacetWinding> {
         // The major axis (first of equals) decides the square's orientation.
         let mut best = -MAX_MAP_BOUNDS;
         let mut axis = None;
@@ -41,7 +41,7 @@ impl Winding {
         let origin = normal * dist;
         let right = up.cross(normal) * MAX_MAP_BOUNDS;
         let up = up * MAX_MAP_BOUNDS;
-        Some(Winding {
+        Some(FacetWinding {
             points: vec![
                 (origin - right) + up,
                 (origin + right) + up,
@@ -54,7 +54,7 @@ impl Winding {
     /// Keeps the part in front of `normal · p = dist` (points within
     /// `epsilon` count as on it). `None` when no point is in front, or the
     /// polygon grows beyond [`MAX_WINDING_POINTS`].
-    pub fn chop(self, normal: Vec3, dist: f32, epsilon: f32) -> Option<Winding> {
+    pub fn chop(self, normal: Vec3, dist: f32, epsilon: f32) -> Option<FacetWinding> {
         let n = self.points.len();
         let dists: Vec<f32> = self.points.iter().map(|p| dot(*p, normal) - dist).collect();
         let sides: Vec<Side> = dists
@@ -105,7 +105,7 @@ impl Winding {
             }
             out.push(mid);
         }
-        (out.len() <= MAX_WINDING_POINTS).then_some(Winding { points: out })
+        (out.len() <= MAX_WINDING_POINTS).then_some(FacetWinding { points: out })
     }
 
     /// Bounds, starting from the reference's ±[`MAX_MAP_BOUNDS`] box.
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn base_square_is_on_its_plane_and_chops() {
-        let w = Winding::base_for_plane(Vec3::Z, 8.0).expect("winding");
+        let w = FacetWinding::base_for_plane(Vec3::Z, 8.0).expect("winding");
         assert!(w.points.iter().all(|p| p.z == 8.0));
         let w = w.chop(-Vec3::X, -16.0, 0.1).expect("front part");
         let w = w.chop(Vec3::X, -16.0, 0.1).expect("front part");
