@@ -73,23 +73,16 @@ fn traces(world: &World, rng: &mut Rng, mins: Vec3, maxs: Vec3, mask: u32) -> Ve
     while out.len() < COUNT && tries < COUNT * 1000 {
         tries += 1;
         let start = rng.point_in(lo, hi);
-        let probe = TraceQuery {
-            start,
-            end: start,
-            mins,
-            maxs,
-            mask,
-            shape: None,
-            exact: false,
+        let Ok(probe) = TraceQuery::boxed(start, start, mins, maxs, mask) else {
+            continue;
         };
         if trace(world, &probe, &mut scratch).startsolid {
             continue;
         }
         let len = rng.range(max_len / 64.0, max_len);
-        out.push(TraceQuery {
-            end: start + rng.direction() * len,
-            ..probe
-        });
+        if let Ok(moved) = probe.moved(start, start + rng.direction() * len, mask) {
+            out.push(moved);
+        }
     }
     out
 }
@@ -142,9 +135,9 @@ fn bench_map(c: &mut Criterion, name: &str, world: &World) {
                 }
             })
         });
-        let starts: Vec<Vec3> = rays.iter().map(|q| q.start).collect();
-        let ends: Vec<Vec3> = rays.iter().map(|q| q.end).collect();
-        let batch = TraceBatch::rays(&starts, &ends, MASK_SOLID);
+        let starts: Vec<Vec3> = rays.iter().map(|q| q.start()).collect();
+        let ends: Vec<Vec3> = rays.iter().map(|q| q.end()).collect();
+        let batch = TraceBatch::rays(&starts, &ends, MASK_SOLID).unwrap();
         let mut out = BatchResults::default();
         let mut hits = Vec::new();
         for threads in [1, 2] {

@@ -44,19 +44,19 @@ pub fn shape_like_box(kind: &str, mins: Vec3, maxs: Vec3) -> Option<(Shape, Vec3
                 })
                 .collect();
             points.push(Vec3::new(0.0, 0.0, half.z));
-            Shape::Convex(Arc::new(crate::trace::ConvexHull::new(&points)))
+            Shape::Convex(Arc::new(crate::trace::ConvexHull::new(&points).ok()?))
         }
         _ => return None,
     };
     Some((shape, centre))
 }
 
-/// The shape query of kind `kind` made from a box query (`None` for rays).
+/// The shape query of kind `kind` made from a box query (`None` for rays,
+/// and where the shape cannot be built).
 pub fn shape_query(kind: &str, q: &TraceQuery, exact: bool) -> Option<TraceQuery> {
     let (shape, centre) = shape_like_box(kind, q.mins, q.maxs)?;
-    let mut s = TraceQuery::shaped(q.start + centre, q.end + centre, shape, q.mask);
-    s.exact = exact;
-    Some(s)
+    let s = TraceQuery::shaped(q.start + centre, q.end + centre, shape, q.mask).ok()?;
+    s.with_exact(exact).ok()
 }
 
 /// Error distribution of one mode against the reference.

@@ -8,10 +8,11 @@
 //! ```
 //! use bspq::{Map, TraceQuery, Vec3, MASK_SOLID};
 //!
-//! # fn main() -> Result<(), bspq::LoadError> {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/maps/q3dm6ish.bsp");
 //! let map = Map::open(path)?; // a .bsp, ARCHIVE.pk3:maps/NAME.bsp or a compiled world
-//! let shot = TraceQuery::ray(Vec3::new(-600.0, -50.0, 50.0), Vec3::new(-600.0, -50.0, -500.0), MASK_SOLID);
+//! // Constructors refuse non-finite coordinates and inverted boxes.
+//! let shot = TraceQuery::ray(Vec3::new(-600.0, -50.0, 50.0), Vec3::new(-600.0, -50.0, -500.0), MASK_SOLID)?;
 //! let hit = map.trace(&shot);
 //! println!("stopped at {} ({:.3} of the way), normal {}", hit.endpos, hit.fraction, hit.normal);
 //! let contents = map.point_contents(hit.endpos);
@@ -68,4 +69,4 @@ pub mod world;
 pub use contents::{MASK_OPAQUE, MASK_PLAYERSOLID, MASK_SHOT, MASK_SOLID, MASK_WATER};
 pub use map::{LoadError, Map};
 pub use math::Vec3;
-pub use trace::{Shape, TraceQuery, TraceResult};
+pub use trace::{InvalidTrace, Shape, TraceQuery, TraceResult};

@@ -248,12 +248,12 @@ impl FileBytes {
 ///     Vec3::new(-15.0, -15.0, -24.0),
 ///     Vec3::new(15.0, 15.0, 32.0),
 ///     MASK_PLAYERSOLID,
-/// );
+/// )?;
 /// let hit = map.trace(&drop);
 /// assert!(hit.fraction < 1.0 && hit.normal == Vec3::Z);
 /// assert_eq!(hit.endpos.z, -199.875);
 /// // Line of sight: whether anything solid is in the way.
-/// let sight = TraceQuery::ray(Vec3::new(-600.0, -50.0, 50.0), Vec3::new(-600.0, -50.0, -500.0), 1);
+/// let sight = TraceQuery::ray(Vec3::new(-600.0, -50.0, 50.0), Vec3::new(-600.0, -50.0, -500.0), 1)?;
 /// assert!(map.any_hit(&sight));
 /// # Ok(())
 /// # }

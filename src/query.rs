@@ -3,19 +3,14 @@
 
 use crate::math::Vec3;
 use crate::trace::sieve::{missed, Sieve};
-use crate::trace::{ConvexHull, HullQuery, Shape, TraceQuery, TraceResult};
+use crate::trace::{
+    ConvexHull, HullError, HullQuery, InvalidTrace, Shape, TraceQuery, TraceResult,
+};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// Coordinates and box sizes beyond this magnitude are rejected (Quake 3
-/// worlds live within ±65536; this leaves room for moves in the void).
-pub const MAX_COORDINATE: f32 = 1_048_576.0;
-
-/// Radii, half-heights and convex points beyond this magnitude are rejected
-/// (a shape larger than a whole Quake 3 world is a mistake).
-pub const MAX_SHAPE_SIZE: f64 = 65_536.0;
-
-pub use crate::trace::shape::MAX_CONVEX_POINTS;
+pub use crate::trace::shape::{MAX_CONVEX_POINTS, MAX_SHAPE_SIZE};
+pub use crate::trace::MAX_COORDINATE;
 
 /// A query's swept shape as written: `{"sphere":{"radius":16}}` and so on.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -89,14 +84,11 @@ pub enum QueryError {
     Malformed(String),
     #[error("missing field `{0}`")]
     Missing(&'static str),
-    #[error("`{field}` has a non-finite or out-of-range value (limit ±{MAX_COORDINATE})")]
-    BadCoordinate { field: &'static str },
-    #[error("`mins` must not exceed `maxs` on any axis")]
-    MinsAboveMaxs,
+    /// What the kernel's constructors refuse (coordinates, box, shape).
+    #[error(transparent)]
+    Invalid(#[from] InvalidTrace),
     #[error("a point query takes only `point` (point contents has no `mask`, `any` or shape)")]
     PointWithTrace,
-    #[error("`shape`: {0}")]
-    BadShape(String),
     #[error("a query takes `mins`/`maxs` or `shape`, not both")]
     ShapeWithBox,
     #[error("a `hull` query takes no `mins`/`maxs`, `shape` or `exact` (the hull is the box)")]
@@ -110,10 +102,12 @@ impl QueryError {
         match self {
             QueryError::Malformed(_) => "malformed_query",
             QueryError::Missing(_) => "missing_field",
-            QueryError::BadCoordinate { .. } => "bad_coordinate",
-            QueryError::MinsAboveMaxs => "mins_above_maxs",
+            QueryError::Invalid(InvalidTrace::BadCoordinate { .. }) => "bad_coordinate",
+            QueryError::Invalid(InvalidTrace::MinsAboveMaxs) => "mins_above_maxs",
+            QueryError::Invalid(InvalidTrace::BadShape(_) | InvalidTrace::ExactUnavailable) => {
+                "bad_shape"
+            }
             QueryError::PointWithTrace => "mixed_query",
-            QueryError::BadShape(_) => "bad_shape",
             QueryError::ShapeWithBox => "mixed_query",
             QueryError::HullWithShape => "mixed_query",
             QueryError::UnknownHull(_) => "unknown_hull",
@@ -121,15 +115,9 @@ impl QueryError {
     }
 }
 
-pub(crate) fn vec(field: &'static str, v: [f64; 3]) -> Result<Vec3, QueryError> {
-    let ok = v
-        .iter()
-        .all(|c| c.is_finite() && c.abs() <= MAX_COORDINATE as f64);
-    if ok {
-        Ok(Vec3::new(v[0] as f32, v[1] as f32, v[2] as f32))
-    } else {
-        Err(QueryError::BadCoordinate { field })
-    }
+/// A point as the kernel takes it (checked there, named by `field`).
+pub(crate) fn vec(field: &'static str, v: [f64; 3]) -> Result<Vec3, InvalidTrace> {
+    crate::trace::checked_point(field, Vec3::new(v[0] as f32, v[1] as f32, v[2] as f32))
 }
 
 impl QueryLine {
@@ -168,10 +156,8 @@ impl QueryLine {
         let end = vec("end", self.end.ok_or(QueryError::Missing("end"))?)?;
         let mins = vec("mins", self.mins.unwrap_or_default())?;
         let maxs = vec("maxs", self.maxs.unwrap_or_default())?;
-        if mins.cmpgt(maxs).any() {
-            return Err(QueryError::MinsAboveMaxs);
-        }
         let mask = self.mask.unwrap_or(crate::contents::MASK_SOLID);
+        let boxed = TraceQuery::boxed(start, end, mins, maxs, mask)?;
         if let Some(name) = &self.hull {
             if self.mins.is_some()
                 || self.maxs.is_some()
@@ -185,23 +171,17 @@ impl QueryLine {
             )));
         }
         let exact = self.exact.unwrap_or(false);
-        if exact && !cfg!(feature = "exact") {
-            return Err(QueryError::BadShape(
-                "exact mode needs bspq built with the `exact` feature".into(),
-            ));
+        let boxed = boxed.with_exact(exact)?;
+        let Some(line) = &self.shape else {
+            return Ok(Query::Trace(boxed));
+        };
+        if self.mins.is_some() || self.maxs.is_some() {
+            return Err(QueryError::ShapeWithBox);
         }
-        if let Some(line) = &self.shape {
-            if self.mins.is_some() || self.maxs.is_some() {
-                return Err(QueryError::ShapeWithBox);
-            }
-            let mut q = TraceQuery::shaped(start, end, last.validate(line)?, mask);
-            q.exact = exact;
-            return Ok(Query::Trace(q));
-        }
-        let mut q = TraceQuery::boxed(start, end, mins, maxs, mask);
-        q.exact = exact;
-        Ok(Query::Trace(q))
+        let shaped = TraceQuery::shaped(start, end, last.validate(line)?, mask)?;
+        Ok(Query::Trace(shaped.with_exact(exact)?))
     }
+
     /// Checks the line and says what to answer: the query in full, or
     /// (`"any":true`) only whether the trace hits anything.
     /// Hull lines need the world: this rejects them (see [`Self::request_in`]).
@@ -237,8 +217,10 @@ impl QueryLine {
         let Query::Trace(q) = unnamed.validate()? else {
             return Err(QueryError::PointWithTrace);
         };
-        let query = HullQuery::new(world, name, q.start, q.end, q.mask)
-            .map_err(|e| QueryError::UnknownHull(e.to_string()))?;
+        let query = HullQuery::new(world, name, q.start, q.end, q.mask).map_err(|e| match e {
+            HullError::Invalid(invalid) => QueryError::Invalid(invalid),
+            unknown @ HullError::UnknownHull { .. } => QueryError::UnknownHull(unknown.to_string()),
+        })?;
         Ok(Request::Hull {
             query,
             any: self.any == Some(true),
@@ -336,70 +318,30 @@ pub fn requests_in(
         .collect()
 }
 
-/// A size: finite, within [`MAX_SHAPE_SIZE`], positive or (`zero_ok`) zero.
-fn size(field: &str, v: f64, zero_ok: bool) -> Result<f32, QueryError> {
-    let ok = v.is_finite() && v <= MAX_SHAPE_SIZE && (v > 0.0 || (zero_ok && v == 0.0));
-    if ok {
-        Ok(v as f32)
-    } else {
-        let what = if zero_ok {
-            "zero or positive"
-        } else {
-            "positive"
-        };
-        Err(QueryError::BadShape(format!(
-            "`{field}` must be finite, {what} and at most {MAX_SHAPE_SIZE}, not {v}"
-        )))
-    }
-}
-
 impl ShapeLine {
-    /// Checks sizes and point counts and builds the kernel's shape.
-    pub fn validate(&self) -> Result<Shape, QueryError> {
+    /// Builds the kernel's shape (sizes are checked when it is put in a
+    /// query, a convex hull's points when it is built).
+    pub fn validate(&self) -> Result<Shape, InvalidTrace> {
+        let f = |v: f64| v as f32;
         Ok(match self {
-            ShapeLine::Sphere { radius } => Shape::Sphere {
-                radius: size("radius", *radius, false)?,
-            },
+            ShapeLine::Sphere { radius } => Shape::Sphere { radius: f(*radius) },
             ShapeLine::Capsule {
                 radius,
                 half_height,
             } => Shape::Capsule {
-                radius: size("radius", *radius, false)?,
-                half_height: size("half_height", *half_height, true)?,
+                radius: f(*radius),
+                half_height: f(*half_height),
             },
             ShapeLine::Cylinder {
                 radius,
                 half_height,
             } => Shape::Cylinder {
-                radius: size("radius", *radius, false)?,
-                half_height: size("half_height", *half_height, true)?,
+                radius: f(*radius),
+                half_height: f(*half_height),
             },
-            ShapeLine::Convex { .. } if !cfg!(feature = "exact") => {
-                return Err(QueryError::BadShape(
-                    "convex shapes need bspq built with the `exact` feature".into(),
-                ));
-            }
             ShapeLine::Convex { points } => {
-                if points.is_empty() || points.len() > MAX_CONVEX_POINTS {
-                    return Err(QueryError::BadShape(format!(
-                        "a convex shape takes 1 to {MAX_CONVEX_POINTS} points, not {}",
-                        points.len()
-                    )));
-                }
-                let finite = points
-                    .iter()
-                    .flatten()
-                    .all(|c| c.is_finite() && c.abs() <= MAX_SHAPE_SIZE);
-                if !finite {
-                    return Err(QueryError::BadShape(format!(
-                        "convex points must be finite and within ±{MAX_SHAPE_SIZE}"
-                    )));
-                }
-                let pts: Vec<Vec3> = points
-                    .iter()
-                    .map(|p| Vec3::new(p[0] as f32, p[1] as f32, p[2] as f32))
-                    .collect();
-                Shape::Convex(std::sync::Arc::new(ConvexHull::new(&pts)))
+                let points: Vec<Vec3> = points.iter().map(|p| Vec3::from_array(p.map(f))).collect();
+                Shape::Convex(std::sync::Arc::new(ConvexHull::new(&points)?))
             }
         })
     }
@@ -425,9 +367,9 @@ impl ShapeLine {
             },
             Shape::Convex(hull) => ShapeLine::Convex {
                 points: hull
-                    .points
+                    .points()
                     .iter()
-                    .map(|p| (*p + hull.centre).to_array().map(f))
+                    .map(|p| (*p + shape.centre()).to_array().map(f))
                     .collect(),
             },
         }
@@ -541,7 +483,7 @@ pub fn answer_all(
     let sieve = Sieve::new(world);
     // Points and hulls are not for the first pass: in their lanes it sees
     // a position test, which it never answers.
-    let idle = TraceQuery::ray(Vec3::ZERO, Vec3::ZERO, 0);
+    let idle = TraceQuery::IDLE;
     let trace_of = |i: usize| match &requests[i] {
         Request::Query(Query::Trace(q)) | Request::AnyHit(q) => q,
         _ => &idle,

@@ -271,15 +271,16 @@ impl PackedTraces<'_> {
         };
         let mut queries = Vec::with_capacity(n);
         for i in 0..n {
-            let start = crate::query::vec("start", xyz(self.starts, i)).map_err(bad(i))?;
-            let end = crate::query::vec("end", xyz(self.ends, i)).map_err(bad(i))?;
-            let mask = self.masks.get(i).copied().or(self.template.mask);
-            queries.push(TraceQuery {
-                start,
-                end,
-                mask: mask.unwrap_or(crate::contents::MASK_SOLID),
-                ..first.clone()
-            });
+            let moved = |start, end| {
+                let mask = self.masks.get(i).copied().or(self.template.mask);
+                first.moved(start, end, mask.unwrap_or(crate::contents::MASK_SOLID))
+            };
+            let start = crate::query::vec("start", xyz(self.starts, i));
+            let end = crate::query::vec("end", xyz(self.ends, i));
+            let query = start
+                .and_then(|start| moved(start, end?))
+                .map_err(QueryError::from);
+            queries.push(query.map_err(bad(i))?);
         }
         Ok(queries)
     }

@@ -5,7 +5,7 @@
 
 use bspq::compile::CompileOptions;
 use bspq::source::pk3;
-use bspq::world::load::world_from_bytes;
+use bspq::map::world_from_bytes;
 use libfuzzer_sys::fuzz_target;
 
 /// A member limit far below the default, so that limit paths are reached.

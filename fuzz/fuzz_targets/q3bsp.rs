@@ -4,7 +4,7 @@
 
 use bspq::compile::CompileOptions;
 use bspq::source::Q3Bsp;
-use bspq::world::load::{compile_source, LoadedWorld};
+use bspq::map::{compile_source, Map};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -23,10 +23,10 @@ fuzz_target!(|data: &[u8]| {
     // What the compiler builds must pass the loader's validation, and
     // must survive a round trip through the file format.
     let bytes = bspq::world::format::write(&compiled);
-    let loaded = LoadedWorld::from_data(compiled)
+    let loaded = Map::from_data(compiled)
         .unwrap_or_else(|e| panic!("compiled world fails validation: {e}"));
     bspq_fuzz::exercise(&loaded.view(), data);
-    let reloaded = LoadedWorld::from_compiled_bytes(&bytes)
+    let reloaded = Map::from_compiled_bytes(&bytes)
         .unwrap_or_else(|e| panic!("written world does not load: {e}"));
     bspq_fuzz::exercise(&reloaded.view(), data);
 });

@@ -5,11 +5,11 @@
 #![no_main]
 
 use bspq::world::format;
-use bspq::world::load::LoadedWorld;
+use bspq::map::Map;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(loaded) = LoadedWorld::from_compiled_bytes(data) {
+    if let Ok(loaded) = Map::from_compiled_bytes(data) {
         bspq_fuzz::exercise(&loaded.view(), data);
     }
     if data.len() < format::HEADER_LEN {
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let mut fixed = data.to_vec();
     fixed[24..32].copy_from_slice(&(data.len() as u64).to_le_bytes());
     format::seal(&mut fixed);
-    if let Ok(loaded) = LoadedWorld::from_compiled_bytes(&fixed) {
+    if let Ok(loaded) = Map::from_compiled_bytes(&fixed) {
         // A world that validated must also serialise back to a loadable file.
         let again = loaded.to_file_bytes();
         assert_eq!(again, fixed);

@@ -94,14 +94,11 @@ pub fn exercise(world: &World, input: &[u8]) {
             _ => (Vec3::splat(-0.125), Vec3::splat(0.125)),
         };
         let mask = masks[(kind >> 4) as usize % masks.len()];
-        let q = TraceQuery {
-            start,
-            end,
-            mins,
-            maxs,
-            mask,
-            shape: None,
-            exact: false,
+        // The points are drawn within the limits and the boxes are ordered,
+        // so every query is one the constructor accepts.
+        let q = match TraceQuery::boxed(start, end, mins, maxs, mask) {
+            Ok(q) => q,
+            Err(e) => panic!("the fuzzer built an invalid query: {e}"),
         };
         let r = trace(world, &q, &mut scratch);
         assert!(

@@ -116,7 +116,7 @@ fn bevel_table(out: &mut impl Write, world: &World, boxes: &[TraceQuery]) -> any
                 .collect();
             let reference = queries
                 .iter()
-                .filter_map(|q| Some(reference_trace(world, q, q.shape.as_ref()?)))
+                .filter_map(|q| Some(reference_trace(world, q, q.shape()?)))
                 .collect();
             (queries, reference)
         })
@@ -171,7 +171,7 @@ pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
     let boxes: Vec<TraceQuery> = lines
         .into_iter()
         .filter_map(|l| match l.and_then(|l| QueryLine::parse(&l)?.validate()) {
-            Ok(Query::Trace(q)) if q.shape.is_none() && q.mins != q.maxs => Some(q),
+            Ok(Query::Trace(q)) if q.shape().is_none() && q.mins() != q.maxs() => Some(q),
             _ => None,
         })
         .take(args.limit)
@@ -242,10 +242,10 @@ pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
                     .take(args.show)
                 {
                     let line = QueryLine {
-                        start: Some(q.start.to_array().map(f64::from)),
-                        end: Some(q.end.to_array().map(f64::from)),
-                        mask: Some(q.mask),
-                        shape: q.shape.as_ref().map(bspq::query::ShapeLine::from_shape),
+                        start: Some(q.start().to_array().map(f64::from)),
+                        end: Some(q.end().to_array().map(f64::from)),
+                        mask: Some(q.mask()),
+                        shape: q.shape().map(bspq::query::ShapeLine::from_shape),
                         exact: Some(exact),
                         ..Default::default()
                     };
@@ -278,7 +278,7 @@ pub fn run(args: AccuracyArgs) -> anyhow::Result<ExitCode> {
             .collect();
         let timer = Instant::now();
         for q in &queries {
-            if let Some(shape) = &q.shape {
+            if let Some(shape) = &q.shape() {
                 std::hint::black_box(reference_trace(&world, q, shape));
             }
         }

@@ -327,7 +327,7 @@ fn run_parry(
         let r = trace(world, q, &mut scratch);
         let ours = (r.fraction < 1.0 || r.startsolid).then_some(r.fraction);
         let theirs = baseline.query(pq).filter(|&t| t <= 1.0);
-        let len = (q.end - q.start).length();
+        let len = (q.end() - q.start()).length();
         agree += match (ours, theirs) {
             (None, None) => true,
             (Some(a), Some(b)) => (a - b).abs() * len <= AGREE_UNITS,
@@ -420,7 +420,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     if traces.is_empty() && points.is_empty() {
         bail!("{} holds no valid query", args.queries.display());
     }
-    let rays = traces.iter().filter(|q| q.mins == q.maxs).count();
+    let rays = traces.iter().filter(|q| q.mins() == q.maxs()).count();
     let boxes = traces.len() - rays;
     let min_run = Duration::from_millis(args.min_run_ms);
 
@@ -511,7 +511,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let box_list: Vec<TraceQuery> = traces
         .iter()
-        .filter(|q| q.mins != q.maxs && q.shape.is_none())
+        .filter(|q| q.mins() != q.maxs() && q.shape().is_none())
         .cloned()
         .collect();
     let shape_rows = if args.no_shapes {
@@ -534,7 +534,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let counters = (args.stats && !traces.is_empty()).then(|| walk_stats(&world, &traces, false));
     let ray_list: Vec<TraceQuery> = traces
         .iter()
-        .filter(|q| q.mins == q.maxs)
+        .filter(|q| q.mins() == q.maxs())
         .cloned()
         .collect();
     let kind_counters: Vec<(&str, Vec<Counter>)> = if args.stats {

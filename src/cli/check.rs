@@ -60,7 +60,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let world = loaded.view();
     let moves = match &args.queries {
         Some(path) => file_moves(path)?,
-        None => random_moves(&world, &mut fastrand::Rng::with_seed(args.seed), args.moves),
+        None => random_moves(&world, &mut fastrand::Rng::with_seed(args.seed), args.moves)?,
     };
     let mut failed = compare(&world, "", &moves);
     // The same boxes as spheres, capsules, cylinders and convex hulls:
@@ -211,12 +211,12 @@ fn file_moves(path: &Path) -> anyhow::Result<Vec<TraceQuery>> {
 pub(super) fn query_line(q: &TraceQuery) -> String {
     let v = |v: Vec3| v.to_array().map(f64::from);
     let line = QueryLine {
-        start: Some(v(q.start)),
-        end: Some(v(q.end)),
-        mins: Some(v(q.mins)),
-        maxs: Some(v(q.maxs)),
-        mask: Some(q.mask),
-        shape: q.shape.as_ref().map(ShapeLine::from_shape),
+        start: Some(v(q.start())),
+        end: Some(v(q.end())),
+        mins: Some(v(q.mins())),
+        maxs: Some(v(q.maxs())),
+        mask: Some(q.mask()),
+        shape: q.shape().map(ShapeLine::from_shape),
         ..Default::default()
     };
     // Serialising plain numbers cannot fail.
@@ -226,7 +226,11 @@ pub(super) fn query_line(q: &TraceQuery) -> String {
 /// Moves from points in the world's bounds on the 1/8-unit grid (most in
 /// empty space), straight down, along an axis, level or any way, from 1
 /// to 4 000 units long, and slides along the planes some of them hit.
-fn random_moves(world: &World, rng: &mut fastrand::Rng, count: usize) -> Vec<TraceQuery> {
+fn random_moves(
+    world: &World,
+    rng: &mut fastrand::Rng,
+    count: usize,
+) -> anyhow::Result<Vec<TraceQuery>> {
     let (lo, hi) = (Vec3::from(world.mins), Vec3::from(world.maxs));
     let snap = |v: Vec3| (v * 8.0).round() / 8.0;
     let point =
@@ -259,24 +263,18 @@ fn random_moves(world: &World, rng: &mut fastrand::Rng, count: usize) -> Vec<Tra
         let end = snap(start + dir * length);
         let (mins, maxs) = BOXES[rng.usize(..BOXES.len())];
         let mask = MASKS[rng.usize(..MASKS.len())];
-        let q = TraceQuery::boxed(start, end, Vec3::from(mins), Vec3::from(maxs), mask);
+        let q = TraceQuery::boxed(start, end, Vec3::from(mins), Vec3::from(maxs), mask)?;
         // Every fourth move that hits something also slides along the plane.
         let slide = moves.len() % 4 == 0 && moves.len() + 1 < count;
         moves.push(q.clone());
         if slide {
             let r = trace(world, &q, &mut Scratch::new());
             if r.fraction > 0.0 && r.fraction < 1.0 && !r.startsolid {
-                let rest = q.end - r.endpos;
+                let rest = q.end() - r.endpos;
                 let along = rest - r.normal * rest.dot(r.normal);
-                moves.push(TraceQuery::boxed(
-                    r.endpos,
-                    snap(r.endpos + along),
-                    q.mins,
-                    q.maxs,
-                    q.mask,
-                ));
+                moves.push(q.moved(r.endpos, snap(r.endpos + along), q.mask())?);
             }
         }
     }
-    moves
+    Ok(moves)
 }

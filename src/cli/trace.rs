@@ -266,13 +266,13 @@ async fn answer_chunk(
                 slots.push(Slot::Answer(String::new()));
             }
             Ok((line, Request::Query(Query::Trace(q)) | Request::AnyHit(q))) => {
-                let (mins, maxs) = (q.mins.to_array(), q.maxs.to_array());
+                let (mins, maxs) = (q.mins().to_array(), q.maxs().to_array());
                 let swept = line
                     .shape
                     .as_ref()
                     .map(bspq::transport::grpc::swept_message);
                 let bits: Vec<u32> = [mins, maxs].concat().iter().map(|f| f.to_bits()).collect();
-                let key = format!("{bits:?} {swept:?} {} {:?}", q.exact, line.hull);
+                let key = format!("{bits:?} {swept:?} {} {:?}", q.exact(), line.hull);
                 let group = groups.entry(key).or_insert_with(|| {
                     let shape = (swept.is_none()
                         && line.hull.is_none()
@@ -295,7 +295,7 @@ async fn answer_chunk(
                             world: world.to_owned(),
                             shape,
                             swept,
-                            exact: q.exact,
+                            exact: q.exact(),
                             hull: line.hull.clone(),
                             ..Default::default()
                         },
@@ -303,9 +303,9 @@ async fn answer_chunk(
                 });
                 group.positions.push(pos);
                 let request = &mut group.request;
-                request.starts.extend_from_slice(&q.start.to_array());
-                request.ends.extend_from_slice(&q.end.to_array());
-                request.masks.push(q.mask);
+                request.starts.extend_from_slice(&q.start().to_array());
+                request.ends.extend_from_slice(&q.end().to_array());
+                request.masks.push(q.mask());
                 slots.push(Slot::Pending);
             }
         }

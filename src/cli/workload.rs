@@ -28,7 +28,7 @@ use bspq::contents::{
 use bspq::map::{read_source, WorldSpec};
 use bspq::source::q3bsp::{looks_like_ibsp, Q3Bsp};
 use bspq::trace::Kernel as World;
-use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
+use bspq::trace::{point_contents, trace, InvalidTrace, Scratch, TraceQuery};
 use clap::{Args, ValueEnum};
 use glam::Vec3;
 use std::io::Write;
@@ -99,7 +99,7 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<ExitCode> {
         let query = match args.kind {
             Kind::Rays => ray(&starts, &mut rng, i),
             Kind::Boxes => moving_box(&world, &starts, &mut rng, &mut scratch),
-        };
+        }?;
         writeln!(out, "{}", query_line(&query))?;
     }
     out.flush()?;
@@ -129,8 +129,8 @@ fn inside_points(
         ]
         .iter()
         .all(|&dir| {
-            let sight = TraceQuery::ray(p, p + dir * reach, MASK_SOLID);
-            trace(world, &sight, &mut scratch).fraction < 1.0
+            TraceQuery::ray(p, p + dir * reach, MASK_SOLID)
+                .is_ok_and(|sight| trace(world, &sight, &mut scratch).fraction < 1.0)
         }),
     };
     let mut points = Vec::new();
@@ -149,7 +149,7 @@ fn inside_points(
 
 /// Ray `i`: even ones a short move, odd ones a sight line to another start;
 /// the solid mask and the shot mask in turn.
-fn ray(starts: &[Vec3], rng: &mut fastrand::Rng, i: usize) -> TraceQuery {
+fn ray(starts: &[Vec3], rng: &mut fastrand::Rng, i: usize) -> Result<TraceQuery, InvalidTrace> {
     let start = pick(starts, rng);
     let end = if i.is_multiple_of(2) {
         start + direction(rng) * (16.0 + 240.0 * rng.f32())
@@ -172,7 +172,7 @@ fn moving_box(
     starts: &[Vec3],
     rng: &mut fastrand::Rng,
     scratch: &mut Scratch,
-) -> TraceQuery {
+) -> Result<TraceQuery, InvalidTrace> {
     let roll = rng.f32();
     let player = |rng: &mut fastrand::Rng| {
         if rng.f32() < 0.25 {
@@ -189,7 +189,7 @@ fn moving_box(
     let (mins, maxs) = (Vec3::from(mins), Vec3::from(maxs));
     let mut start = pick(starts, rng);
     for _ in 0..FIT_TRIES {
-        let stand = TraceQuery::boxed(start, start, mins, maxs, mask);
+        let stand = TraceQuery::boxed(start, start, mins, maxs, mask)?;
         if !trace(world, &stand, scratch).startsolid {
             break;
         }

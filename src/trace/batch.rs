@@ -5,7 +5,7 @@
 //! count cannot change a bit of it.
 
 use super::sieve::{missed, Moves, Sieve};
-use super::work::{Scratch, TraceQuery, TraceResult};
+use super::work::{InvalidTrace, Scratch, TraceQuery, TraceResult};
 use super::Kernel;
 use crate::math::Vec3;
 use std::cell::RefCell;
@@ -15,30 +15,59 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-/// Traces with one shape (`mins`..`maxs`, zero for rays) and one mask, or a
-/// mask per query. Query `i` moves from `starts[i]` to `ends[i]`.
+/// Traces with one box (`mins`..`maxs`, zero for rays) and one mask, or a
+/// mask per query. Query `i` moves from `starts[i]` to `ends[i]`. Built only
+/// by constructors that check it: as many ends (and masks) as starts, and
+/// every query one that [`TraceQuery::boxed`] accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct TraceBatch<'a> {
-    pub starts: &'a [Vec3],
-    pub ends: &'a [Vec3],
-    pub mins: Vec3,
-    pub maxs: Vec3,
-    pub mask: u32,
+    starts: &'a [Vec3],
+    ends: &'a [Vec3],
+    mins: Vec3,
+    maxs: Vec3,
+    mask: u32,
     /// Per-query masks; when present they replace `mask`.
-    pub masks: Option<&'a [u32]>,
+    masks: Option<&'a [u32]>,
 }
 
 impl<'a> TraceBatch<'a> {
     /// Rays from `starts` to `ends` with one mask.
-    pub fn rays(starts: &'a [Vec3], ends: &'a [Vec3], mask: u32) -> Self {
-        Self {
+    pub fn rays(starts: &'a [Vec3], ends: &'a [Vec3], mask: u32) -> Result<Self, BatchError> {
+        Self::boxes(starts, ends, Vec3::ZERO, Vec3::ZERO, mask)
+    }
+
+    /// Sweeps of the box `mins..maxs` from `starts` to `ends` with one mask.
+    pub fn boxes(
+        starts: &'a [Vec3],
+        ends: &'a [Vec3],
+        mins: Vec3,
+        maxs: Vec3,
+        mask: u32,
+    ) -> Result<Self, BatchError> {
+        let batch = Self {
             starts,
             ends,
-            mins: Vec3::ZERO,
-            maxs: Vec3::ZERO,
+            mins,
+            maxs,
             mask,
             masks: None,
+        };
+        batch.check()?;
+        Ok(batch)
+    }
+
+    /// The same batch with a mask per query.
+    pub fn with_masks(self, masks: &'a [u32]) -> Result<Self, BatchError> {
+        if masks.len() != self.len() {
+            return Err(BatchError::Masks {
+                queries: self.len(),
+                masks: masks.len(),
+            });
         }
+        Ok(Self {
+            masks: Some(masks),
+            ..self
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -49,16 +78,34 @@ impl<'a> TraceBatch<'a> {
         self.starts.is_empty()
     }
 
-    /// Query `i` (after [`TraceBatch::check`]).
+    /// Query `i`: checked when the batch was built.
     #[inline]
     pub fn query(&self, i: usize) -> TraceQuery {
-        TraceQuery::boxed(
-            self.starts[i],
-            self.ends[i],
-            self.mins,
-            self.maxs,
-            self.masks.map_or(self.mask, |m| m[i]),
-        )
+        TraceQuery {
+            start: self.starts[i],
+            end: self.ends[i],
+            mins: self.mins,
+            maxs: self.maxs,
+            mask: self.masks.map_or(self.mask, |m| m[i]),
+            shape: None,
+            exact: false,
+        }
+    }
+
+    fn check(&self) -> Result<(), BatchError> {
+        let n = self.starts.len();
+        if self.ends.len() != n {
+            return Err(BatchError::Ends {
+                starts: n,
+                ends: self.ends.len(),
+            });
+        }
+        let (mins, maxs) = (self.mins, self.maxs);
+        for (index, (&start, &end)) in self.starts.iter().zip(self.ends).enumerate() {
+            TraceQuery::boxed(start, end, mins, maxs, self.mask)
+                .map_err(|error| BatchError::Invalid { index, error })?;
+        }
+        Ok(())
     }
 
     /// Which of four queries surely touch nothing (see [`Sieve`]).
@@ -73,34 +120,16 @@ impl<'a> TraceBatch<'a> {
             [self.starts[d], self.ends[d], mins, maxs],
         ]))
     }
-
-    /// The arrays must have one entry per query.
-    pub fn check(&self) -> Result<(), BatchError> {
-        let n = self.starts.len();
-        if self.ends.len() != n {
-            return Err(BatchError::Ends {
-                starts: n,
-                ends: self.ends.len(),
-            });
-        }
-        if let Some(m) = self.masks {
-            if m.len() != n {
-                return Err(BatchError::Masks {
-                    queries: n,
-                    masks: m.len(),
-                });
-            }
-        }
-        Ok(())
-    }
 }
 
-#[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[derive(Debug, Clone, Error, PartialEq)]
 pub enum BatchError {
     #[error("{starts} starts but {ends} ends")]
     Ends { starts: usize, ends: usize },
     #[error("{masks} masks for {queries} queries")]
     Masks { queries: usize, masks: usize },
+    #[error("query {index}: {error}")]
+    Invalid { index: usize, error: InvalidTrace },
 }
 
 /// How a batch is run.
@@ -209,8 +238,7 @@ pub fn trace_batch(
     batch: &TraceBatch,
     options: &BatchOptions,
     out: &mut BatchResults,
-) -> Result<(), BatchError> {
-    batch.check()?;
+) {
     // The trace inlined here: a query built for a call, then read back in
     // lanes, stalled on its own stores.
     let sieve = Sieve::new(world);
@@ -225,7 +253,6 @@ pub fn trace_batch(
     for r in &results {
         out.push(r);
     }
-    Ok(())
 }
 
 /// Any-hit for every query of `batch`: `out[i]` is whether query `i` touches
@@ -235,8 +262,7 @@ pub fn any_hit_batch(
     batch: &TraceBatch,
     options: &BatchOptions,
     out: &mut Vec<bool>,
-) -> Result<(), BatchError> {
-    batch.check()?;
+) {
     let sieve = Sieve::new(world);
     *out = run_sifted(
         batch.len(),
@@ -245,7 +271,6 @@ pub fn any_hit_batch(
         |_| false,
         |i, scratch| super::any_hit_probed::<_, false>(world, &batch.query(i), scratch, &mut ()),
     );
-    Ok(())
 }
 
 /// Traces a list of queries with any shapes and masks, in order.

@@ -511,7 +511,7 @@ pub(crate) mod tests {
         let mut kinds = [0usize; 4];
         for case in 0..40_000 {
             let (planes, start, end, half) = random_case(&mut rng, case);
-            let w = TraceWork::new(&TraceQuery::boxed(start, end, -half, half, 1));
+            let w = TraceWork::new(&TraceQuery::boxed(start, end, -half, half, 1).unwrap());
             let side_lanes = records(&planes);
             let lanes = if w.is_point {
                 clip_lanes::<true>(&side_lanes, &w)
@@ -613,7 +613,7 @@ pub(crate) mod tests {
                     let half = half.map(|h| (h * 8.0).round() / 8.0);
                     let free = start.map(|c| (c * 8.0).round() / 8.0);
                     let (start, end) = tie_move(&mut rng, &sides, half, free);
-                    let q = TraceQuery::boxed(start, end, -half, half, 1);
+                    let q = TraceQuery::boxed(start, end, -half, half, 1).unwrap();
                     let w = TraceWork::new(&q);
                     let planes: Vec<Vec4> = sides.iter().map(|&p| Vec4::from_array(p)).collect();
                     let scalar = reference_box_clip(&planes, &w);
@@ -631,7 +631,7 @@ pub(crate) mod tests {
             } else {
                 (-half, half)
             };
-            let w = TraceWork::new(&TraceQuery::boxed(start, end, mins, maxs, 1));
+            let w = TraceWork::new(&TraceQuery::boxed(start, end, mins, maxs, 1).unwrap());
             let planes: Vec<Vec4> = sides.iter().map(|&p| Vec4::from_array(p)).collect();
             let scalar = reference_box_clip(&planes, &w);
             assert_eq!(

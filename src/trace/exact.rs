@@ -160,7 +160,7 @@ impl ParryShape {
                 half_height,
             } => ParryShape::Cylinder(CylinderZ(Cylinder::new(*half_height, *radius))),
             Shape::Convex(hull) => {
-                ParryShape::Convex(Cloud(hull.points.iter().map(|p| pv(*p)).collect()))
+                ParryShape::Convex(Cloud(hull.points().iter().map(|p| pv(*p)).collect()))
             }
         }
     }
@@ -469,7 +469,8 @@ mod tests {
             Vec3::new(0.0, 0.0, 0.0),
             sphere.clone(),
             1,
-        );
+        )
+        .unwrap();
         let got = reference_trace(&world, &q, &sphere);
         let toi = (100.0 - 48.0) / 100.0;
         let want = toi - SURFACE_CLIP_EPSILON as f32 / 100.0;
@@ -483,7 +484,7 @@ mod tests {
         // Corner: moving along the diagonal toward (32,32,32).
         let d = Vec3::splat(1.0).normalize();
         let start = Vec3::splat(32.0) + d * 100.0;
-        let q = TraceQuery::shaped(start, Vec3::splat(32.0), sphere.clone(), 1);
+        let q = TraceQuery::shaped(start, Vec3::splat(32.0), sphere.clone(), 1).unwrap();
         let got = reference_trace(&world, &q, &sphere);
         let want = (100.0 - r) / 100.0 - SURFACE_CLIP_EPSILON as f32 / 100.0;
         assert!(
@@ -515,6 +516,7 @@ mod tests {
                 sphere.clone(),
                 1,
             )
+            .unwrap()
         };
         let want = reference_trace(&world, &q, &sphere);
         assert!(want.fraction < 0.4, "{want:?}");
@@ -541,7 +543,8 @@ mod tests {
             Vec3::new(0.0, 0.0, 200.0),
             capsule.clone(),
             1,
-        );
+        )
+        .unwrap();
         let got = reference_trace(&world, &q, &capsule);
         assert!(got.startsolid && !got.allsolid && got.fraction == 1.0);
         let q = TraceQuery::shaped(
@@ -549,7 +552,8 @@ mod tests {
             Vec3::new(0.0, 0.0, 10.0),
             capsule.clone(),
             1,
-        );
+        )
+        .unwrap();
         let got = reference_trace(&world, &q, &capsule);
         assert!(got.startsolid && got.allsolid && got.fraction == 0.0);
     }

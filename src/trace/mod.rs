@@ -55,9 +55,9 @@ pub use contents::point_contents;
 #[cfg(feature = "exact")]
 pub use exact::reference_trace;
 pub use onion::{trace_hull, trace_hull_with_stats, HullError, HullQuery, HullStats};
-pub use shape::{ConvexHull, Shape};
+pub use shape::{ConvexHull, InvalidShape, Shape};
 pub use walk::WalkStats;
-pub use work::{Scratch, TraceQuery, TraceResult};
+pub use work::{checked_point, InvalidTrace, Scratch, TraceQuery, TraceResult, MAX_COORDINATE};
 
 use crate::world::World;
 use work::TraceWork;

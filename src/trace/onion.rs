@@ -22,7 +22,7 @@
 
 use super::fast::{Clipped, Clipper};
 use super::walk::{clip_patch, walk, with_stack, HullNodes, Move, PointReach, Segment, Visitor};
-use super::work::{Scratch, TraceQuery, TraceResult, TraceWork};
+use super::work::{InvalidTrace, Scratch, TraceQuery, TraceResult, TraceWork};
 use super::Kernel;
 use crate::math::Vec3;
 use crate::world::HullLeaf;
@@ -32,16 +32,18 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq)]
 pub struct HullQuery {
     /// Index of the hull in the world's `info.hulls`.
-    pub hull: usize,
+    pub(crate) hull: usize,
     /// The same move as a box sweep of the hull's size (the fallback, and
     /// where the clip takes its box from).
-    pub query: TraceQuery,
+    pub(crate) query: TraceQuery,
 }
 
 #[derive(Debug, Clone, Error, PartialEq)]
 pub enum HullError {
     #[error("no onion hull named {name:?} in this world (it has: {known})")]
     UnknownHull { name: String, known: String },
+    #[error(transparent)]
+    Invalid(#[from] InvalidTrace),
 }
 
 impl HullQuery {
@@ -76,8 +78,18 @@ impl HullQuery {
             Vec3::from_array(spec.mins),
             Vec3::from_array(spec.maxs),
             mask,
-        );
+        )?;
         Ok(Self { hull, query })
+    }
+
+    /// Index of the hull in the world's `info.hulls`.
+    pub fn hull(&self) -> usize {
+        self.hull
+    }
+
+    /// The same move as a box sweep of the hull's size.
+    pub fn query(&self) -> &TraceQuery {
+        &self.query
     }
 }
 

@@ -351,13 +351,9 @@ pub(crate) mod tests {
 
     /// The move's answer against patch 0 alone.
     fn sweep(world: &Kernel, start: Vec3, end: Vec3, half: f32) -> TraceWork {
-        let mut w = TraceWork::new(&TraceQuery::boxed(
-            start,
-            end,
-            Vec3::splat(-half),
-            Vec3::splat(half),
-            1,
-        ));
+        let mut w = TraceWork::new(
+            &TraceQuery::boxed(start, end, Vec3::splat(-half), Vec3::splat(half), 1).unwrap(),
+        );
         let mut result = w.result;
         crate::trace::walk::clip_patch(world, &w, 0, &mut result);
         w.result = result;
@@ -595,7 +591,7 @@ pub(crate) mod tests {
             } else {
                 (mins, maxs)
             };
-            let w = TraceWork::new(&TraceQuery::boxed(start, end, mins, maxs, 1));
+            let w = TraceWork::new(&TraceQuery::boxed(start, end, mins, maxs, 1).unwrap());
             if w.is_point {
                 continue;
             }
@@ -654,7 +650,7 @@ pub(crate) mod tests {
                 }));
                 end = start + (target - start) * 2.0;
             }
-            let w = TraceWork::new(&TraceQuery::ray(start, end, 1));
+            let w = TraceWork::new(&TraceQuery::ray(start, end, 1).unwrap());
             let surface = &world.patch_planes[world.facets[facet].surface_plane as usize];
             let (front, at) = ray_crossing(surface, &w);
             if !front || at > 1.0 {

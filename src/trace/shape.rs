@@ -6,12 +6,37 @@
 use crate::math::Vec3;
 use glam::Vec4;
 use std::sync::Arc;
+use thiserror::Error;
 
 /// Most points a convex shape may be given as.
 pub const MAX_CONVEX_POINTS: usize = 64;
 
+/// Largest radius, half-height or convex point coordinate (a shape larger
+/// than a whole Quake 3 world is a mistake).
+pub const MAX_SHAPE_SIZE: f32 = 65_536.0;
+
+/// Why a shape was rejected.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum InvalidShape {
+    #[error("`{field}` must be finite, {} and at most {MAX_SHAPE_SIZE}, not {value}",
+        if *.zero_ok { "zero or positive" } else { "positive" })]
+    Size {
+        field: &'static str,
+        value: f32,
+        zero_ok: bool,
+    },
+    #[error("a convex shape takes 1 to {MAX_CONVEX_POINTS} points, not {0}")]
+    ConvexPointCount(usize),
+    #[error("convex points must be finite and within ±{MAX_SHAPE_SIZE}")]
+    ConvexPoint,
+    #[error("convex shapes need bspq built with the `exact` feature")]
+    ConvexUnavailable,
+}
+
 /// A swept shape other than a box or ray (those are `mins`/`maxs`). Rounded
-/// shapes are centred on the traced point; their axis is z.
+/// shapes are centred on the traced point; their axis is z. Sizes are checked
+/// when the shape is put in a query ([`crate::trace::TraceQuery::shaped`]); a
+/// convex hull is checked when it is built ([`ConvexHull::new`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Shape {
     Sphere {
@@ -38,11 +63,11 @@ pub enum Shape {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvexHull {
     /// Hull vertices relative to `centre` (points inside the hull dropped).
-    pub points: Vec<Vec3>,
+    points: Vec<Vec3>,
     /// Centre of the bounding box, relative to the traced point.
-    pub centre: Vec3,
+    centre: Vec3,
     /// Half-size of the bounding box.
-    pub half: Vec3,
+    half: Vec3,
     /// `neighbours[start[i]..start[i + 1]]`: the vertices sharing an edge
     /// with vertex `i`. Empty when the hull is flat or degenerate (then the
     /// support is a scan over every point).
@@ -83,31 +108,46 @@ fn hull_of(points: Vec<Vec3>) -> (Vec<Vec3>, Vec<[u32; 2]>) {
     }
 }
 
-/// Without the `exact` feature (no hull builder) the points are kept whole.
+/// Without the `exact` feature there is no hull builder, and
+/// [`ConvexHull::new`] refuses before asking for one: a support taken over
+/// interior points too may differ in the last bit.
 #[cfg(not(feature = "exact"))]
 fn hull_of(points: Vec<Vec3>) -> (Vec<Vec3>, Vec<[u32; 2]>) {
     (points, Vec::new())
 }
 
 impl ConvexHull {
-    /// The hull of `points` (relative to the traced point). Interior points are
+    /// The hull of 1 to [`MAX_CONVEX_POINTS`] finite `points` within
+    /// ±[`MAX_SHAPE_SIZE`] (relative to the traced point). Interior points are
     /// dropped when the hull is solid; flat or degenerate sets are kept whole,
-    /// since their support is still the maximum over the points.
-    pub fn new(points: &[Vec3]) -> ConvexHull {
+    /// since their support is still the maximum over the points. Needs the
+    /// `exact` feature (the hull builder).
+    pub fn new(points: &[Vec3]) -> Result<ConvexHull, InvalidShape> {
+        if !cfg!(feature = "exact") {
+            return Err(InvalidShape::ConvexUnavailable);
+        }
+        if points.is_empty() || points.len() > MAX_CONVEX_POINTS {
+            return Err(InvalidShape::ConvexPointCount(points.len()));
+        }
+        let within = |p: &Vec3| p.is_finite() && p.abs().max_element() <= MAX_SHAPE_SIZE;
+        if !points.iter().all(within) {
+            return Err(InvalidShape::ConvexPoint);
+        }
         let lo = points
             .iter()
             .fold(Vec3::splat(f32::INFINITY), |a, p| a.min(*p));
         let hi = points
             .iter()
             .fold(Vec3::splat(f32::NEG_INFINITY), |a, p| a.max(*p));
-        let centre = if points.is_empty() {
-            Vec3::ZERO
-        } else {
-            (lo + hi) * 0.5
-        };
+        let centre = (lo + hi) * 0.5;
         let local: Vec<Vec3> = points.iter().map(|p| *p - centre).collect();
         let (points, edges) = hull_of(local);
-        Self::with_edges(points, centre, &edges)
+        Ok(Self::with_edges(points, centre, &edges))
+    }
+
+    /// The hull's vertices, relative to the centre of its bounding box.
+    pub fn points(&self) -> &[Vec3] {
+        &self.points
     }
 
     fn with_edges(points: Vec<Vec3>, centre: Vec3, edges: &[[u32; 2]]) -> ConvexHull {
@@ -246,6 +286,41 @@ fn scan(points: &[Vec3], n: Vec3) -> f32 {
 }
 
 impl Shape {
+    /// Checks radii and half-heights: finite, at most [`MAX_SHAPE_SIZE`], a
+    /// radius positive, a half-height zero or positive.
+    pub fn validate(&self) -> Result<(), InvalidShape> {
+        let size = |field, value: f32, zero_ok| {
+            let ok = value.is_finite()
+                && value <= MAX_SHAPE_SIZE
+                && (value > 0.0 || (zero_ok && value == 0.0));
+            if ok {
+                Ok(())
+            } else {
+                Err(InvalidShape::Size {
+                    field,
+                    value,
+                    zero_ok,
+                })
+            }
+        };
+        match self {
+            Shape::Sphere { radius } => size("radius", *radius, false),
+            Shape::Capsule {
+                radius,
+                half_height,
+            }
+            | Shape::Cylinder {
+                radius,
+                half_height,
+            } => {
+                size("radius", *radius, false)?;
+                size("half_height", *half_height, true)
+            }
+            // Checked when built.
+            Shape::Convex(_) => Ok(()),
+        }
+    }
+
     /// Half-size of the shape's bounding box (it is symmetric about the centre).
     pub fn half_extents(&self) -> Vec3 {
         match self {
@@ -436,6 +511,28 @@ impl Support for Hull<'_> {
 mod tests {
     use super::*;
 
+    #[test]
+    #[cfg(feature = "exact")]
+    fn convex_hulls_take_one_to_the_most_finite_points() {
+        assert_eq!(ConvexHull::new(&[]), Err(InvalidShape::ConvexPointCount(0)));
+        let many = vec![Vec3::ONE; MAX_CONVEX_POINTS + 1];
+        assert_eq!(
+            ConvexHull::new(&many),
+            Err(InvalidShape::ConvexPointCount(MAX_CONVEX_POINTS + 1))
+        );
+        for bad in [Vec3::NAN, Vec3::splat(MAX_SHAPE_SIZE * 2.0)] {
+            assert_eq!(
+                ConvexHull::new(&[Vec3::ZERO, bad]),
+                Err(InvalidShape::ConvexPoint)
+            );
+        }
+        let point = ConvexHull::new(&[Vec3::new(1.0, 2.0, 3.0)]).unwrap();
+        assert_eq!(
+            Shape::Convex(Arc::new(point)).bounds().0,
+            Vec3::new(1.0, 2.0, 3.0)
+        );
+    }
+
     /// The support of a sampled surface never exceeds the closed form, and
     /// comes within the sampling error of it.
     #[test]
@@ -512,7 +609,7 @@ mod tests {
             let points: Vec<Vec3> = (0..count)
                 .map(|_| Vec3::new(next() * 30.0, next() * 20.0 + 5.0, next() * 40.0))
                 .collect();
-            let hull = ConvexHull::new(&points);
+            let hull = ConvexHull::new(&points).unwrap();
             let scanned = hull.scanned();
             assert!(!scanned.climbs());
             for _ in 0..2000 {
@@ -540,7 +637,7 @@ mod tests {
             ));
         }
         pts.push(Vec3::new(0.0, 0.0, 0.0));
-        let hull = ConvexHull::new(&pts);
+        let hull = ConvexHull::new(&pts).unwrap();
         assert_eq!(hull.points.len(), 8);
         assert_eq!(hull.centre, Vec3::new(2.0, 0.0, 5.0));
         let shape = Shape::Convex(Arc::new(hull));

@@ -1,61 +1,173 @@
 //! Per-query set-up, computed once, and the result being built.
 
-use super::shape::Shape;
+use super::shape::{InvalidShape, Shape};
 use super::Kernel;
 use crate::math::Vec3;
 use glam::Vec3A;
+use thiserror::Error;
+
+/// Coordinates and box sizes beyond this magnitude are rejected (Quake 3
+/// worlds live within ±65536; this leaves room for moves in the void).
+pub const MAX_COORDINATE: f32 = 1_048_576.0;
+
+/// Why a trace could not be built; the field is named as in a query line.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum InvalidTrace {
+    #[error("`{field}` has a non-finite or out-of-range value (limit ±{MAX_COORDINATE})")]
+    BadCoordinate { field: &'static str },
+    #[error("`mins` must not exceed `maxs` on any axis")]
+    MinsAboveMaxs,
+    #[error("`shape`: {0}")]
+    BadShape(#[from] InvalidShape),
+    #[error("`shape`: exact mode needs bspq built with the `exact` feature")]
+    ExactUnavailable,
+}
+
+/// `v` when every component is finite and within ±[`MAX_COORDINATE`].
+pub fn checked_point(field: &'static str, v: Vec3) -> Result<Vec3, InvalidTrace> {
+    if v.is_finite() && v.abs().max_element() <= MAX_COORDINATE {
+        Ok(v)
+    } else {
+        Err(InvalidTrace::BadCoordinate { field })
+    }
+}
 
 /// One trace: move a box (`mins`..`maxs` around the traced point; both zero
-/// for a ray) from `start` to `end`, colliding with contents in `mask`; or,
-/// when `shape` is set, that shape (then `mins`/`maxs` are its bounds).
-/// Coordinates must be finite and `mins` must not exceed `maxs` on any axis
-/// ([`crate::query`] rejects other queries): for an inverted box the fast
-/// paths and the walk may answer differently.
+/// for a ray) from `start` to `end`, colliding with contents in `mask`; or a
+/// [`Shape`] (then `mins`/`maxs` are its bounds). The constructors check what
+/// every path relies on: finite coordinates within ±[`MAX_COORDINATE`],
+/// `mins ≤ maxs` on every axis, and a valid shape.
+///
+/// ```
+/// use bspq::{TraceQuery, Vec3, MASK_SOLID};
+///
+/// let box_move = TraceQuery::boxed(
+///     Vec3::ZERO,
+///     Vec3::new(64.0, 0.0, 0.0),
+///     Vec3::new(-15.0, -15.0, -24.0),
+///     Vec3::new(15.0, 15.0, 32.0),
+///     MASK_SOLID,
+/// )?;
+/// assert_eq!(box_move.maxs(), Vec3::new(15.0, 15.0, 32.0));
+/// assert!(TraceQuery::ray(Vec3::NAN, Vec3::ZERO, MASK_SOLID).is_err());
+/// # Ok::<(), bspq::InvalidTrace>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceQuery {
-    pub start: Vec3,
-    pub end: Vec3,
-    pub mins: Vec3,
-    pub maxs: Vec3,
-    pub mask: u32,
-    /// A sphere, capsule, cylinder or convex shape instead of the box.
-    pub shape: Option<Shape>,
-    /// Refine a shape's plane-shifted contact into the exact one (with the
-    /// `exact` feature; without it the plane-shifted answer is given).
-    pub exact: bool,
+    pub(crate) start: Vec3,
+    pub(crate) end: Vec3,
+    pub(crate) mins: Vec3,
+    pub(crate) maxs: Vec3,
+    pub(crate) mask: u32,
+    pub(crate) shape: Option<Shape>,
+    pub(crate) exact: bool,
 }
 
 impl TraceQuery {
-    pub fn ray(start: Vec3, end: Vec3, mask: u32) -> Self {
-        Self {
-            start,
-            end,
+    /// A ray of length zero at the origin that collides with nothing (a
+    /// placeholder in a lane with no trace).
+    pub(crate) const IDLE: TraceQuery = TraceQuery {
+        start: Vec3::ZERO,
+        end: Vec3::ZERO,
+        mins: Vec3::ZERO,
+        maxs: Vec3::ZERO,
+        mask: 0,
+        shape: None,
+        exact: false,
+    };
+
+    /// A ray: a point moved from `start` to `end`.
+    pub fn ray(start: Vec3, end: Vec3, mask: u32) -> Result<Self, InvalidTrace> {
+        Ok(Self {
+            start: checked_point("start", start)?,
+            end: checked_point("end", end)?,
             mins: Vec3::ZERO,
             maxs: Vec3::ZERO,
             mask,
             shape: None,
             exact: false,
-        }
+        })
     }
 
-    /// A box sweep.
-    pub fn boxed(start: Vec3, end: Vec3, mins: Vec3, maxs: Vec3, mask: u32) -> Self {
-        Self {
+    /// A box sweep: the box `mins..maxs` around the traced point.
+    pub fn boxed(
+        start: Vec3,
+        end: Vec3,
+        mins: Vec3,
+        maxs: Vec3,
+        mask: u32,
+    ) -> Result<Self, InvalidTrace> {
+        let (mins, maxs) = (checked_point("mins", mins)?, checked_point("maxs", maxs)?);
+        if mins.cmpgt(maxs).any() {
+            return Err(InvalidTrace::MinsAboveMaxs);
+        }
+        Ok(Self {
             mins,
             maxs,
-            ..Self::ray(start, end, mask)
-        }
+            ..Self::ray(start, end, mask)?
+        })
     }
 
     /// A sweep of `shape` (its bounds fill `mins`/`maxs`).
-    pub fn shaped(start: Vec3, end: Vec3, shape: Shape, mask: u32) -> Self {
+    pub fn shaped(start: Vec3, end: Vec3, shape: Shape, mask: u32) -> Result<Self, InvalidTrace> {
+        shape.validate()?;
         let (mins, maxs) = shape.bounds();
-        Self {
+        Ok(Self {
             mins,
             maxs,
             shape: Some(shape),
-            ..Self::ray(start, end, mask)
+            ..Self::ray(start, end, mask)?
+        })
+    }
+
+    /// The same sweep between other points, with another mask (a batch of
+    /// moves of one shape builds it once).
+    pub fn moved(&self, start: Vec3, end: Vec3, mask: u32) -> Result<Self, InvalidTrace> {
+        Ok(Self {
+            start: checked_point("start", start)?,
+            end: checked_point("end", end)?,
+            mask,
+            ..self.clone()
+        })
+    }
+
+    /// Asks for a shape's exact contact instead of the plane-shifted one
+    /// (rays and boxes are always exact). Needs the `exact` feature.
+    pub fn with_exact(self, exact: bool) -> Result<Self, InvalidTrace> {
+        if exact && !cfg!(feature = "exact") {
+            return Err(InvalidTrace::ExactUnavailable);
         }
+        Ok(Self { exact, ..self })
+    }
+
+    pub fn start(&self) -> Vec3 {
+        self.start
+    }
+
+    pub fn end(&self) -> Vec3 {
+        self.end
+    }
+
+    /// The box's lower corner relative to the traced point (a shape's bounds).
+    pub fn mins(&self) -> Vec3 {
+        self.mins
+    }
+
+    pub fn maxs(&self) -> Vec3 {
+        self.maxs
+    }
+
+    /// The contents the trace collides with.
+    pub fn mask(&self) -> u32 {
+        self.mask
+    }
+
+    pub fn shape(&self) -> Option<&Shape> {
+        self.shape.as_ref()
+    }
+
+    pub fn exact(&self) -> bool {
+        self.exact
     }
 }
 
@@ -250,5 +362,89 @@ impl Scratch {
         let seen = self.patch_stamps[p] == self.stamp;
         self.patch_stamps[p] = self.stamp;
         !seen
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAYER: (Vec3, Vec3) = (Vec3::new(-15.0, -15.0, -24.0), Vec3::new(15.0, 15.0, 32.0));
+
+    #[test]
+    fn constructors_refuse_what_the_kernel_cannot_answer() {
+        let far = Vec3::new(0.0, MAX_COORDINATE * 2.0, 0.0);
+        for (bad, field) in [
+            (TraceQuery::ray(Vec3::NAN, Vec3::ZERO, 1), "start"),
+            (TraceQuery::ray(Vec3::ZERO, Vec3::INFINITY, 1), "end"),
+            (TraceQuery::ray(far, Vec3::ZERO, 1), "start"),
+            (
+                TraceQuery::boxed(Vec3::ZERO, Vec3::ZERO, Vec3::NAN, PLAYER.1, 1),
+                "mins",
+            ),
+            (
+                TraceQuery::boxed(Vec3::ZERO, Vec3::ZERO, PLAYER.0, far, 1),
+                "maxs",
+            ),
+        ] {
+            assert_eq!(bad, Err(InvalidTrace::BadCoordinate { field }));
+        }
+        assert_eq!(
+            TraceQuery::boxed(Vec3::ZERO, Vec3::X, PLAYER.1, PLAYER.0, 1),
+            Err(InvalidTrace::MinsAboveMaxs)
+        );
+        let edge = Vec3::splat(MAX_COORDINATE);
+        assert!(TraceQuery::boxed(-edge, edge, PLAYER.0, PLAYER.1, 1).is_ok());
+    }
+
+    #[test]
+    fn shapes_are_checked_when_put_in_a_query() {
+        let bad = [
+            Shape::Sphere { radius: 0.0 },
+            Shape::Sphere { radius: f32::NAN },
+            Shape::Capsule {
+                radius: 8.0,
+                half_height: -1.0,
+            },
+            Shape::Cylinder {
+                radius: 8.0,
+                half_height: 1.0e6,
+            },
+        ];
+        for shape in bad {
+            let q = TraceQuery::shaped(Vec3::ZERO, Vec3::X, shape.clone(), 1);
+            assert!(matches!(q, Err(InvalidTrace::BadShape(_))), "{shape:?}");
+        }
+        let flat = Shape::Cylinder {
+            radius: 8.0,
+            half_height: 0.0,
+        };
+        let q = TraceQuery::shaped(Vec3::ZERO, Vec3::X, flat, 1).unwrap();
+        assert_eq!(
+            (q.mins(), q.maxs()),
+            (Vec3::new(-8.0, -8.0, 0.0), Vec3::new(8.0, 8.0, 0.0))
+        );
+    }
+
+    #[test]
+    fn a_moved_query_keeps_its_shape_and_checks_its_points() {
+        let q = TraceQuery::boxed(Vec3::ZERO, Vec3::X, PLAYER.0, PLAYER.1, 1).unwrap();
+        let moved = q.moved(Vec3::Y, Vec3::Z, 3).unwrap();
+        assert_eq!(
+            (moved.start(), moved.end(), moved.mask()),
+            (Vec3::Y, Vec3::Z, 3)
+        );
+        assert_eq!((moved.mins(), moved.maxs()), PLAYER);
+        assert_eq!(
+            q.moved(Vec3::ZERO, Vec3::NAN, 1),
+            Err(InvalidTrace::BadCoordinate { field: "end" })
+        );
+    }
+
+    #[test]
+    fn exact_mode_needs_its_feature() {
+        let q = TraceQuery::ray(Vec3::ZERO, Vec3::X, 1).unwrap();
+        assert_eq!(q.clone().with_exact(true).is_ok(), cfg!(feature = "exact"));
+        assert!(!q.with_exact(false).unwrap().exact());
     }
 }

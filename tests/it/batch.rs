@@ -98,9 +98,9 @@ fn check_map(map: &str, curves: bool) {
     for (i, q) in queries.iter().enumerate() {
         let key: [u32; 6] = std::array::from_fn(|k| {
             if k < 3 {
-                q.mins[k].to_bits()
+                q.mins()[k].to_bits()
             } else {
-                q.maxs[k - 3].to_bits()
+                q.maxs()[k - 3].to_bits()
             }
         });
         match shapes.iter_mut().find(|(k, _)| *k == key) {
@@ -111,25 +111,20 @@ fn check_map(map: &str, curves: bool) {
     let mut out = BatchResults::default();
     let mut hits = Vec::new();
     for (_, members) in &shapes {
-        let starts: Vec<_> = members.iter().map(|&i| queries[i].start).collect();
-        let ends: Vec<_> = members.iter().map(|&i| queries[i].end).collect();
-        let masks: Vec<_> = members.iter().map(|&i| queries[i].mask).collect();
+        let starts: Vec<_> = members.iter().map(|&i| queries[i].start()).collect();
+        let ends: Vec<_> = members.iter().map(|&i| queries[i].end()).collect();
+        let masks: Vec<_> = members.iter().map(|&i| queries[i].mask()).collect();
         let first = &queries[members[0]];
-        let batch = TraceBatch {
-            starts: &starts,
-            ends: &ends,
-            mins: first.mins,
-            maxs: first.maxs,
-            mask: 0,
-            masks: Some(&masks),
-        };
+        let batch = TraceBatch::boxes(&starts, &ends, first.mins(), first.maxs(), 0)
+            .and_then(|batch| batch.with_masks(&masks))
+            .unwrap();
         for threads in [1, 2] {
             let options = BatchOptions {
                 threads,
                 min_per_thread: 8,
             };
-            trace_batch(&world, &batch, &options, &mut out).expect("consistent batch");
-            any_hit_batch(&world, &batch, &options, &mut hits).expect("consistent batch");
+            trace_batch(&world, &batch, &options, &mut out);
+            any_hit_batch(&world, &batch, &options, &mut hits);
             assert_eq!(out.len(), members.len());
             assert_eq!(hits.len(), members.len());
             for (k, &i) in members.iter().enumerate() {
@@ -351,29 +346,39 @@ fn any_lines_parse_and_answer_hit() {
 }
 
 #[test]
-fn inconsistent_batches_are_errors() {
-    let loaded = load_world("q3dm6ish", false);
-    let world = loaded.view();
+fn inconsistent_or_invalid_batches_are_refused() {
+    use bspq::trace::InvalidTrace;
     let starts = [bspq::math::Vec3::ZERO; 3];
     let ends = [bspq::math::Vec3::ONE; 2];
-    let mut out = BatchResults::default();
-    let batch = TraceBatch::rays(&starts, &ends, 1);
     assert_eq!(
-        trace_batch(&world, &batch, &BatchOptions::default(), &mut out),
-        Err(BatchError::Ends { starts: 3, ends: 2 })
+        TraceBatch::rays(&starts, &ends, 1).unwrap_err(),
+        BatchError::Ends { starts: 3, ends: 2 }
     );
     let masks = [1u32; 2];
-    let batch = TraceBatch {
-        masks: Some(&masks),
-        ..TraceBatch::rays(&starts, &starts, 1)
-    };
-    let mut hits = Vec::new();
+    let rays = TraceBatch::rays(&starts, &starts, 1).unwrap();
     assert_eq!(
-        any_hit_batch(&world, &batch, &BatchOptions::default(), &mut hits),
-        Err(BatchError::Masks {
+        rays.with_masks(&masks).unwrap_err(),
+        BatchError::Masks {
             queries: 3,
             masks: 2
-        })
+        }
+    );
+    let mut far = starts;
+    far[2].y = f32::NAN;
+    assert_eq!(
+        TraceBatch::rays(&starts, &far, 1).unwrap_err(),
+        BatchError::Invalid {
+            index: 2,
+            error: InvalidTrace::BadCoordinate { field: "end" }
+        }
+    );
+    let (mins, maxs) = (bspq::math::Vec3::ONE, bspq::math::Vec3::ZERO);
+    assert_eq!(
+        TraceBatch::boxes(&starts, &starts, mins, maxs, 1).unwrap_err(),
+        BatchError::Invalid {
+            index: 0,
+            error: InvalidTrace::MinsAboveMaxs
+        }
     );
 }
 
@@ -417,7 +422,8 @@ fn grazing_moves_match_the_reference_walk() {
                 -ext,
                 ext,
                 if i % 3 == 0 { u32::MAX } else { 1 },
-            );
+            )
+            .unwrap();
             let want = trace(&reference, &q, &mut scratch);
             let got = trace(&world, &q, &mut scratch);
             assert_eq!(
@@ -493,14 +499,15 @@ fn moves_near_patches_and_shape_grazes_match_the_reference_walk() {
             }
             let mask = if i % 3 == 0 { u32::MAX } else { 1 };
             let q = match i % 4 {
-                0 => TraceQuery::ray(start, end, mask),
+                0 => TraceQuery::ray(start, end, mask).unwrap(),
                 1 => TraceQuery::boxed(
                     start,
                     end,
                     Vec3::splat(-15.0),
                     Vec3::new(15.0, 15.0, 32.0),
                     mask,
-                ),
+                )
+                .unwrap(),
                 2 => TraceQuery::shaped(
                     start,
                     end,
@@ -508,7 +515,8 @@ fn moves_near_patches_and_shape_grazes_match_the_reference_walk() {
                         radius: 4.0 + unit() * 20.0,
                     },
                     mask,
-                ),
+                )
+                .unwrap(),
                 _ => TraceQuery::shaped(
                     start,
                     end,
@@ -517,7 +525,8 @@ fn moves_near_patches_and_shape_grazes_match_the_reference_walk() {
                         half_height: unit() * 24.0,
                     },
                     mask,
-                ),
+                )
+                .unwrap(),
             };
             let want = trace(&reference, &q, &mut scratch);
             let got = trace(&world, &q, &mut scratch);
@@ -563,7 +572,7 @@ fn packed_batches_answer_as_lines_do() {
             Default::default();
         for q in &queries {
             groups
-                .entry((format!("{:?}{:?}", q.mins, q.maxs), q.mask))
+                .entry((format!("{:?}{:?}", q.mins(), q.maxs()), q.mask()))
                 .or_default()
                 .push(q);
         }
@@ -571,7 +580,7 @@ fn packed_batches_answer_as_lines_do() {
             let flat = |f: fn(&TraceQuery) -> [f32; 3]| -> Vec<f32> {
                 group.iter().flat_map(|q| f(q)).collect()
             };
-            let (starts, ends) = (flat(|q| q.start.to_array()), flat(|q| q.end.to_array()));
+            let (starts, ends) = (flat(|q| q.start().to_array()), flat(|q| q.end().to_array()));
             let f64s = |v: bspq::math::Vec3| v.to_array().map(f64::from);
             let shapes = [
                 None,
@@ -585,9 +594,9 @@ fn packed_batches_answer_as_lines_do() {
                 let mut full: Vec<Answer> = Vec::new();
                 for any in [None, Some(true)] {
                     let template = QueryLine {
-                        mins: shape.is_none().then(|| f64s(group[0].mins)),
-                        maxs: shape.is_none().then(|| f64s(group[0].maxs)),
-                        mask: Some(group[0].mask),
+                        mins: shape.is_none().then(|| f64s(group[0].mins())),
+                        maxs: shape.is_none().then(|| f64s(group[0].maxs())),
+                        mask: Some(group[0].mask()),
                         shape: shape.clone(),
                         any,
                         ..QueryLine::default()
@@ -679,7 +688,7 @@ fn a_scratch_moving_between_worlds_answers_as_a_fresh_one() {
                 let brush = &a.brushes[(unit() * a.brushes.len() as f32) as usize];
                 let (lo, hi) = (Vec3::from_array(brush.mins), Vec3::from_array(brush.maxs));
                 let p = lo - half + (hi - lo + half * 2.0) * Vec3::new(unit(), unit(), unit());
-                TraceQuery::boxed(p, p, -half, half, u32::MAX)
+                TraceQuery::boxed(p, p, -half, half, u32::MAX).unwrap()
             })
             .collect();
         for world in [&a, &b] {

@@ -164,7 +164,7 @@ fn any_hit_through_cores_is_a_full_trace_below_one() {
                     } else {
                         MASK_PLAYERSOLID
                     };
-                    let q = TraceQuery::boxed(start, end, -half, half, mask);
+                    let q = TraceQuery::boxed(start, end, -half, half, mask).unwrap();
                     let want = trace(&reference, &q, &mut scratch).fraction < 1.0;
                     let (got, stats) = any_hit_with_stats(&world, &q, &mut scratch);
                     assert_eq!(got, want, "{map}: {q:?}");

@@ -52,15 +52,8 @@ fn fuzz_findings_are_errors_or_valid_worlds() {
                     for k in 0..8 {
                         let a = Vec3::new(k as f32 * 64.0 - 256.0, 16.0, 8.0);
                         let b = Vec3::new(-a.x, -a.y, 40.0);
-                        let q = TraceQuery {
-                            start: a,
-                            end: b,
-                            mins: Vec3::splat(-8.0 * (k % 2) as f32),
-                            maxs: Vec3::splat(8.0 * (k % 2) as f32),
-                            mask: u32::MAX,
-                            shape: None,
-                            exact: false,
-                        };
+                        let half = Vec3::splat(8.0 * (k % 2) as f32);
+                        let q = TraceQuery::boxed(a, b, -half, half, u32::MAX).unwrap();
                         trace(&world, &q, &mut scratch);
                         point_contents(&world, a);
                     }

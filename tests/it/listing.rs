@@ -101,6 +101,7 @@ fn moves_at(rng: &mut Rng, lo: [f32; 3], hi: [f32; 3], count: usize) -> Vec<Trac
                 maxs,
                 if i % 7 == 0 { u32::MAX } else { 1 },
             )
+            .unwrap()
         })
         .collect()
 }
@@ -206,7 +207,7 @@ fn grazing_rays(world: &World, p: usize, rng: &mut Rng, count: usize) -> Vec<Tra
             let slope = 1.0 / (4.0 + 124.0 * rng.unit());
             let start = on_plane - along * length + n * (length * slope);
             let end = on_plane + along * length * rng.unit() - n * (length * slope);
-            TraceQuery::ray(snap(start), snap(end), 1)
+            TraceQuery::ray(snap(start), snap(end), 1).unwrap()
         })
         .collect()
 }
@@ -277,7 +278,7 @@ fn rays_starting_on_a_facet_border_plane_are_traced_as_the_walk_does() {
         start[axis] = at;
         let dir = Vec3::new(rng.unit() - 0.5, rng.unit() - 0.5, rng.unit() - 0.5);
         let end = ((start + dir.normalize_or(Vec3::Z) * 1024.0 * rng.unit()) * 8.0).round() / 8.0;
-        queries.push(TraceQuery::ray(start, end, 1));
+        queries.push(TraceQuery::ray(start, end, 1).unwrap());
     }
     assert_as_walk(&world, &queries, "oa_ctf2 ray from a border plane");
 }
@@ -323,7 +324,7 @@ fn facets_with_nearly_axial_planes_are_traced_as_the_walk_does() {
                 // A whole patch is met where the move's swept box reaches
                 // its bounds; past them, a box can meet a facet tilted this
                 // far by more than the cull margin (see the README).
-                queries.retain(|q| (q.maxs - q.mins).max_element() <= 2.0 * SMALL_BOX_HALF);
+                queries.retain(|q| (q.maxs() - q.mins()).max_element() <= 2.0 * SMALL_BOX_HALF);
             }
             assert_as_walk(
                 &world,

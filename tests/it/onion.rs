@@ -56,7 +56,7 @@ fn trace_queries(map: &str) -> Vec<TraceQuery> {
     for set in ["boxes", "extras"] {
         for line in common::load_set(map, set, true).queries {
             if let Query::Trace(q) = common::parse_query(&line) {
-                if q.shape.is_none() {
+                if q.shape().is_none() {
                     out.push(q);
                 }
             }
@@ -88,7 +88,7 @@ fn hull_of(world: &World, q: &TraceQuery) -> Option<String> {
         .info
         .hulls
         .iter()
-        .find(|h| Vec3::from_array(h.mins) == q.mins && Vec3::from_array(h.maxs) == q.maxs)
+        .find(|h| Vec3::from_array(h.mins) == q.mins() && Vec3::from_array(h.maxs) == q.maxs())
         .map(|h| h.name.clone())
 }
 
@@ -106,7 +106,7 @@ fn hull_traces_equal_box_sweeps_on_every_oracle_query_of_their_size() {
                 let Some(name) = hull_of(&world, &q) else {
                     continue;
                 };
-                let hq = HullQuery::new(&world, &name, q.start, q.end, q.mask).unwrap();
+                let hq = HullQuery::new(&world, &name, q.start(), q.end(), q.mask()).unwrap();
                 let want = trace(&world, &q, &mut scratch);
                 let (got, stats) = trace_hull_with_stats(&world, &hq, &mut scratch);
                 let (_, box_stats) = bspq::trace::trace_with_stats(&world, &q, &mut scratch);
@@ -118,7 +118,9 @@ fn hull_traces_equal_box_sweeps_on_every_oracle_query_of_their_size() {
                 if !same_bits(&got, &want) {
                     failures.push(format!(
                         "{name} {:?} -> {:?} mask {:#x}\n  hull {got:?}\n  box  {want:?}",
-                        q.start, q.end, q.mask
+                        q.start(),
+                        q.end(),
+                        q.mask()
                     ));
                 }
             }
@@ -198,7 +200,7 @@ fn hull_worlds_round_trip_through_the_file_format() {
         let Some(name) = hull_of(&a, &q) else {
             continue;
         };
-        let hq = HullQuery::new(&a, &name, q.start, q.end, q.mask).unwrap();
+        let hq = HullQuery::new(&a, &name, q.start(), q.end(), q.mask()).unwrap();
         let want = trace_hull(&a, &hq, &mut scratch);
         let got = trace_hull(&b, &hq, &mut scratch);
         assert!(same_bits(&got, &want));
@@ -242,7 +244,7 @@ fn solidity_bits_agree_with_box_position_tests() {
                     // The onion tree holds the box's centre: place the box there.
                     let (mins, maxs) = (Vec3::from_array(spec.mins), Vec3::from_array(spec.maxs));
                     let at = p - (mins + maxs) * 0.5;
-                    let q = TraceQuery::boxed(at, at, mins, maxs, u32::MAX);
+                    let q = TraceQuery::boxed(at, at, mins, maxs, u32::MAX).unwrap();
                     let inside = trace(&world, &q, &mut scratch).startsolid;
                     let bit = world.leaf_hull_solid[leaf] >> h & 1 == 1;
                     assert_eq!(bit, inside, "{p} hull {h} leaf {leaf}");
@@ -272,7 +274,8 @@ fn query_lines_name_hulls() {
         Vec3::new(-15.0, -15.0, -24.0),
         Vec3::new(15.0, 15.0, 32.0),
         33619969,
-    );
+    )
+    .unwrap();
     let want = trace(&world, &q, &mut scratch);
     assert!(want.fraction < 1.0);
     assert_eq!(

@@ -170,24 +170,12 @@ impl Move {
             }
         };
         let (mins, maxs) = self.shape.bounds();
-        TraceQuery {
-            start,
-            end,
-            mins,
-            maxs,
-            mask: self.mask,
-            shape: None,
-            exact: false,
-        }
+        TraceQuery::boxed(start, end, mins, maxs, self.mask).unwrap()
     }
 }
 
 fn position_test(q: &TraceQuery, at: Vec3, scratch: &mut Scratch, world: &World) -> TraceResult {
-    let test = TraceQuery {
-        start: at,
-        end: at,
-        ..q.clone()
-    };
+    let test = q.moved(at, at, q.mask()).unwrap();
     trace(world, &test, scratch)
 }
 
@@ -196,9 +184,21 @@ fn position_test(q: &TraceQuery, at: Vec3, scratch: &mut Scratch, world: &World)
 /// reference clips (positive: the box is in front of the plane).
 fn box_plane_distance(q: &TraceQuery, at: Vec3, normal: Vec3, dist: f32) -> f32 {
     let corner = Vec3::new(
-        if normal.x < 0.0 { q.maxs.x } else { q.mins.x },
-        if normal.y < 0.0 { q.maxs.y } else { q.mins.y },
-        if normal.z < 0.0 { q.maxs.z } else { q.mins.z },
+        if normal.x < 0.0 {
+            q.maxs().x
+        } else {
+            q.mins().x
+        },
+        if normal.y < 0.0 {
+            q.maxs().y
+        } else {
+            q.mins().y
+        },
+        if normal.z < 0.0 {
+            q.maxs().z
+        } else {
+            q.mins().z
+        },
     );
     normal.dot(at + corner) - dist
 }
@@ -206,11 +206,11 @@ fn box_plane_distance(q: &TraceQuery, at: Vec3, normal: Vec3, dist: f32) -> f32 
 fn describe(q: &TraceQuery, r: &TraceResult) -> String {
     format!(
         "query start {:?} end {:?} mins {:?} maxs {:?} mask {:#x}\n  result {r:?}",
-        q.start.to_array(),
-        q.end.to_array(),
-        q.mins.to_array(),
-        q.maxs.to_array(),
-        q.mask
+        q.start().to_array(),
+        q.end().to_array(),
+        q.mins().to_array(),
+        q.maxs().to_array(),
+        q.mask()
     )
 }
 
@@ -241,7 +241,7 @@ proptest! {
         let mut scratch = Scratch::new();
         let r = trace(world, &q, &mut scratch);
         prop_assert!(r.fraction >= 0.0 && r.fraction <= 1.0, "{name}: fraction out of range\n  {}", describe(&q, &r));
-        let at_start = position_test(&q, q.start, &mut scratch, world);
+        let at_start = position_test(&q, q.start(), &mut scratch, world);
         if r.fraction > 0.0 {
             prop_assert_eq!(r.startsolid, at_start.startsolid,
                 "{}: startsolid disagrees with a position test at the start\n  {}\n  position test {:?}", name, describe(&q, &r), at_start);
@@ -286,10 +286,10 @@ proptest! {
         let q = m.query(world);
         let mut scratch = Scratch::new();
         let whole = trace(world, &q, &mut scratch);
-        if q.start == q.end || position_test(&q, q.start, &mut scratch, world).startsolid {
+        if q.start() == q.end() || position_test(&q, q.start(), &mut scratch, world).startsolid {
             return Ok(());
         }
-        let dir = q.end - q.start;
+        let dir = q.end() - q.start();
         let p = whole.endpos;
         if whole.fraction < 1.0 {
             let n = whole.normal;
@@ -304,18 +304,18 @@ proptest! {
                     "{name}: fraction 0 but the start is {d} in front of the plane hit\n  {}", describe(&q, &whole));
             }
 
-            let first_q = TraceQuery { end: p, ..q.clone() };
+            let first_q = q.moved(q.start(), p, q.mask()).unwrap();
             let first = trace(world, &first_q, &mut scratch);
             prop_assert!(!first.startsolid, "{name}: S→P starts solid\n  whole {}\n  S→P {first:?}", describe(&q, &whole));
             prop_assert!(first.endpos.distance(p) <= 0.25,
                 "{name}: S→P stops {} short of P\n  whole {}\n  S→P {first:?}", first.endpos.distance(p), describe(&q, &whole));
 
-            let second_q = TraceQuery { start: p, ..q.clone() };
+            let second_q = q.moved(p, q.end(), q.mask()).unwrap();
             let second = trace(world, &second_q, &mut scratch);
             prop_assert!(!second.startsolid, "{name}: P→E starts solid\n  whole {}\n  P→E {second:?}", describe(&q, &whole));
             prop_assert!(second.endpos.distance(p) <= 0.25,
                 "{name}: P→E moves {} beyond P\n  whole {}\n  P→E {second:?}", second.endpos.distance(p), describe(&q, &whole));
-            if second.fraction < 1.0 && p != q.end {
+            if second.fraction < 1.0 && p != q.end() {
                 prop_assert!(second.normal.dot(dir) < 0.0,
                     "{name}: P→E hits a plane not facing the move\n  whole {}\n  P→E {second:?}", describe(&q, &whole));
                 let d2 = box_plane_distance(&q, p, second.normal, second.dist);
@@ -323,9 +323,9 @@ proptest! {
                     "{name}: P→E hits a plane {d2} away from P\n  whole {}\n  P→E {second:?}", describe(&q, &whole));
             }
         } else {
-            let mid = q.start + dir * split;
-            let first = trace(world, &TraceQuery { end: mid, ..q.clone() }, &mut scratch);
-            let second = trace(world, &TraceQuery { start: mid, ..q.clone() }, &mut scratch);
+            let mid = q.start() + dir * split;
+            let first = trace(world, &q.moved(q.start(), mid, q.mask()).unwrap(), &mut scratch);
+            let second = trace(world, &q.moved(mid, q.end(), q.mask()).unwrap(), &mut scratch);
             prop_assert!(first.fraction == 1.0 && !first.startsolid,
                 "{name}: the whole misses but S→M hits\n  whole {}\n  S→M {first:?}", describe(&q, &whole));
             prop_assert!(second.fraction == 1.0 && !second.startsolid,
@@ -363,7 +363,7 @@ impl AnyQuery {
             AnyQuery::Trace(m) => Query::Trace(m.query(world)),
             AnyQuery::Position(m) => {
                 let q = m.query(world);
-                Query::Trace(TraceQuery { end: q.start, ..q })
+                Query::Trace(q.moved(q.start(), q.start(), q.mask()).unwrap())
             }
             AnyQuery::Point(_, p) => Query::Point(place(world, *p)),
         }
@@ -501,7 +501,7 @@ proptest! {
         let pc = point_contents(world, p);
         if let Some(brute) = brute_force_contents(world, p, ROUNDING) {
             prop_assert_eq!(pc, brute, "{}: point contents at {:?} differ from the brushes containing it", name, p.to_array());
-            let pos = trace(world, &TraceQuery::ray(p, p, mask), &mut scratch);
+            let pos = trace(world, &TraceQuery::ray(p, p, mask).unwrap(), &mut scratch);
             prop_assert_eq!(pos.startsolid, pc & mask != 0,
                 "{}: point contents {:#x} at {:?} vs position test {:?} (mask {:#x})", name, pc, p.to_array(), pos, mask);
             if pos.startsolid {
@@ -512,7 +512,8 @@ proptest! {
 
         let world = &WORLDS_NO_CURVES[m.map].view();
         let name = common::MAPS[m.map];
-        let ray = TraceQuery { mins: Vec3::ZERO, maxs: Vec3::ZERO, ..m.query(world) };
+        let box_move = m.query(world);
+        let ray = TraceQuery::ray(box_move.start(), box_move.end(), box_move.mask()).unwrap();
         let hit = trace(world, &ray, &mut scratch);
         if hit.startsolid || hit.fraction >= 1.0 || hit.fraction == 0.0 {
             return Ok(());
@@ -520,15 +521,14 @@ proptest! {
         let reach = CLIP_EPSILON + ROUNDING;
         prop_assert!(near_brush_with(world, hit.endpos, hit.contents, reach),
             "{}: no brush with contents {:#x} within 1/8 of endpos\n  {}", name, hit.contents, describe(&ray, &hit));
-        let cube = TraceQuery {
-            start: hit.endpos,
-            end: hit.endpos,
-            mins: Vec3::splat(-reach),
-            maxs: Vec3::splat(reach),
-            mask: ray.mask,
-            shape: None,
-            exact: false,
-        };
+        let cube = TraceQuery::boxed(
+            hit.endpos,
+            hit.endpos,
+            Vec3::splat(-reach),
+            Vec3::splat(reach),
+            ray.mask(),
+        )
+        .unwrap();
         let touch = trace(world, &cube, &mut scratch);
         prop_assert!(touch.startsolid,
             "{}: a 1/8 cube at endpos is clear\n  {}\n  cube {:?}", name, describe(&ray, &hit), touch);
@@ -551,7 +551,11 @@ fn point_contents_near_almost_coplanar_brush_sides() {
     for p in [[-629.68, 409.32, 256.32], [-166.68, 1049.32, 262.32]] {
         let p = Vec3::from_array(p);
         let brute = brute_force_contents(world, p, ROUNDING);
-        let position = trace(world, &TraceQuery::ray(p, p, u32::MAX), &mut scratch);
+        let position = trace(
+            world,
+            &TraceQuery::ray(p, p, u32::MAX).unwrap(),
+            &mut scratch,
+        );
         let pc = point_contents(world, p);
         assert_eq!(brute, Some(0), "no brush contains {p}");
         assert!(!position.startsolid, "a position test at {p} is clear");

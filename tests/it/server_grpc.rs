@@ -78,7 +78,7 @@ async fn answers_match_the_offline_kernel() {
                     points.1.extend_from_slice(&p.to_array());
                 }
                 Query::Trace(t) => {
-                    let key: Vec<u32> = [t.mins.to_array(), t.maxs.to_array()]
+                    let key: Vec<u32> = [t.mins().to_array(), t.maxs().to_array()]
                         .concat()
                         .iter()
                         .map(|f| f.to_bits())
@@ -90,17 +90,17 @@ async fn answers_match_the_offline_kernel() {
                             pb::TraceRequest {
                                 world: "q3dm6ish".into(),
                                 shape: Some(pb::Box {
-                                    mins: v3(t.mins.to_array()),
-                                    maxs: v3(t.maxs.to_array()),
+                                    mins: v3(t.mins().to_array()),
+                                    maxs: v3(t.maxs().to_array()),
                                 }),
                                 ..Default::default()
                             },
                         )
                     });
                     idx.push(i);
-                    req.starts.extend_from_slice(&t.start.to_array());
-                    req.ends.extend_from_slice(&t.end.to_array());
-                    req.masks.push(t.mask);
+                    req.starts.extend_from_slice(&t.start().to_array());
+                    req.ends.extend_from_slice(&t.end().to_array());
+                    req.masks.push(t.mask());
                 }
             }
         }

@@ -17,7 +17,7 @@ fn box_queries(map: &str) -> Vec<TraceQuery> {
         .queries
         .iter()
         .filter_map(|l| match common::parse_query(l) {
-            Query::Trace(q) if q.mins != q.maxs => Some(q),
+            Query::Trace(q) if q.mins() != q.maxs() => Some(q),
             _ => None,
         })
         .collect()
@@ -26,7 +26,9 @@ fn box_queries(map: &str) -> Vec<TraceQuery> {
 fn describe(q: &TraceQuery, got: &TraceResult, want: &TraceResult) -> String {
     format!(
         "{:?} {:?} -> {:?}\n  got  {got:?}\n  want {want:?}",
-        q.shape, q.start, q.end
+        q.shape(),
+        q.start(),
+        q.end()
     )
 }
 
@@ -92,7 +94,7 @@ fn plane_shifting_is_conservative() {
             for (q, (got, want)) in queries.iter().zip(&pairs) {
                 let why = || format!("{map} {kind}: {}", describe(q, got, want));
                 assert!(!want.startsolid || got.startsolid, "{}", why());
-                let moved = q.end - q.start;
+                let moved = q.end() - q.start();
                 let closing = -moved.normalize_or_zero().dot(want.normal);
                 if !got.startsolid && want.fraction < 1.0 && closing > 0.1 {
                     // Both stop 1/8 unit short along their own normal.
@@ -123,14 +125,26 @@ fn a_convex_box_is_the_box() {
                 let corners: Vec<Vec3> = (0..8)
                     .map(|bits| {
                         Vec3::new(
-                            if bits & 1 != 0 { q.maxs.x } else { q.mins.x },
-                            if bits & 2 != 0 { q.maxs.y } else { q.mins.y },
-                            if bits & 4 != 0 { q.maxs.z } else { q.mins.z },
+                            if bits & 1 != 0 {
+                                q.maxs().x
+                            } else {
+                                q.mins().x
+                            },
+                            if bits & 2 != 0 {
+                                q.maxs().y
+                            } else {
+                                q.mins().y
+                            },
+                            if bits & 4 != 0 {
+                                q.maxs().z
+                            } else {
+                                q.mins().z
+                            },
                         )
                     })
                     .collect();
-                let shape = Shape::Convex(Arc::new(ConvexHull::new(&corners)));
-                let convex = TraceQuery::shaped(q.start, q.end, shape, q.mask);
+                let shape = Shape::Convex(Arc::new(ConvexHull::new(&corners).unwrap()));
+                let convex = TraceQuery::shaped(q.start(), q.end(), shape, q.mask()).unwrap();
                 let want = trace(&world, &q, &mut scratch);
                 let got = trace(&world, &convex, &mut scratch);
                 let same = got.endpos.distance(want.endpos) <= 1e-3
@@ -205,8 +219,8 @@ fn shape_lines_are_validated() {
         let Ok(Query::Trace(q)) = validate(line) else {
             panic!("{line} rejected");
         };
-        let shape = q.shape.as_ref().expect("a shape");
-        assert_eq!((q.mins, q.maxs), shape.bounds(), "{line}");
+        let shape = q.shape().expect("a shape");
+        assert_eq!((q.mins(), q.maxs()), shape.bounds(), "{line}");
     }
     let too_many = format!(
         r#"{{"start":[0,0,0],"end":[1,0,0],"shape":{{"convex":{{"points":{:?}}}}}}}"#,
@@ -294,7 +308,9 @@ fn grpc_swept_shapes_become_query_lines() {
         for line in &lines {
             assert_eq!(line.shape.as_ref(), Some(&shape));
             assert_eq!(line.exact, Some(true));
-            assert!(matches!(line.validate(), Ok(Query::Trace(q)) if q.shape.is_some() && q.exact));
+            assert!(
+                matches!(line.validate(), Ok(Query::Trace(q)) if q.shape().is_some() && q.exact())
+            );
         }
     }
     // A box and a swept shape at once is one query with both: rejected by the core.
@@ -361,10 +377,10 @@ fn a_batch_builds_one_hull_per_shape() {
     let hulls: Vec<Arc<ConvexHull>> = requests
         .iter()
         .map(|r| match r {
-            bspq::query::Request::Query(Query::Trace(TraceQuery {
-                shape: Some(Shape::Convex(h)),
-                ..
-            })) => h.clone(),
+            bspq::query::Request::Query(Query::Trace(q)) => match q.shape() {
+                Some(Shape::Convex(h)) => h.clone(),
+                other => panic!("not a convex shape: {other:?}"),
+            },
             other => panic!("not a convex trace: {other:?}"),
         })
         .collect();
@@ -375,7 +391,7 @@ fn a_batch_builds_one_hull_per_shape() {
         let Ok(Query::Trace(q)) = line.validate() else {
             panic!("invalid line");
         };
-        assert_eq!(q.shape, Some(Shape::Convex(hull.clone())));
+        assert_eq!(q.shape(), Some(&Shape::Convex(hull.clone())));
     }
 }
 
@@ -552,8 +568,8 @@ fn any_hit_of_a_shape_is_a_full_sweep_below_one() {
                     any_hit(&world, &q, &mut scratch),
                     full,
                     "{map} {kind} (exact {exact}) {:?} -> {:?}",
-                    q.start,
-                    q.end
+                    q.start(),
+                    q.end()
                 );
                 hits += full as usize;
                 total += 1;

@@ -27,19 +27,19 @@ fn queries(map: &str, world: &World, rng: &mut Rng) -> Vec<TraceQuery> {
         .collect();
     let shapes: Vec<TraceQuery> = out
         .iter()
-        .filter(|q| q.mins != q.maxs)
+        .filter(|q| q.mins() != q.maxs())
         .take(2000)
         .enumerate()
-        .map(|(i, q)| TraceQuery {
-            shape: Some(if i % 2 == 0 {
+        .map(|(i, q)| {
+            let shape = if i % 2 == 0 {
                 Shape::Sphere { radius: 12.0 }
             } else {
                 Shape::Capsule {
                     radius: 15.0,
                     half_height: 16.0,
                 }
-            }),
-            ..q.clone()
+            };
+            TraceQuery::shaped(q.start(), q.end(), shape, q.mask()).unwrap()
         })
         .collect();
     out.extend(shapes);
@@ -56,12 +56,8 @@ fn queries(map: &str, world: &World, rng: &mut Rng) -> Vec<TraceQuery> {
             .normalize_or(Vec3::NEG_Z);
         let length = [16.0, 256.0, 2048.0][i % 3];
         let half = halves[i / 3 % halves.len()];
-        out.push(TraceQuery {
-            mins: -half,
-            maxs: half,
-            mask: [1, 0x0201_0001, 0x0600_0001][i % 3],
-            ..TraceQuery::ray(start, start + dir * length, 1)
-        });
+        let mask = [1, 0x0201_0001, 0x0600_0001][i % 3];
+        out.push(TraceQuery::boxed(start, start + dir * length, -half, half, mask).unwrap());
     }
     out
 }

@@ -45,7 +45,7 @@ fn the_conformance_data_starts_inside_clusters() {
                 let Query::Trace(q) = common::parse_query(line) else {
                     panic!("{map}/{set}: not a move: {line}");
                 };
-                let cluster = bsp.cluster_at(q.start);
+                let cluster = bsp.cluster_at(q.start());
                 assert!(cluster.is_some_and(|c| c >= 0), "{map}/{set}: {line}");
             }
         }
@@ -67,18 +67,18 @@ fn rays_start_empty_inside_the_level() {
     let rays = workload(map, "rays", 400, 7);
     assert_eq!(rays.len(), 400);
     for (i, q) in rays.iter().enumerate() {
-        assert_eq!((q.mins, q.maxs), (Vec3::ZERO, Vec3::ZERO), "ray {i}");
-        assert!([MASK_SOLID, MASK_SHOT].contains(&q.mask), "ray {i}");
-        let contents = point_contents(&world, q.start);
+        assert_eq!((q.mins(), q.maxs()), (Vec3::ZERO, Vec3::ZERO), "ray {i}");
+        assert!([MASK_SOLID, MASK_SHOT].contains(&q.mask()), "ray {i}");
+        let contents = point_contents(&world, q.start());
         assert_eq!(
             contents & (CONTENTS_SOLID | CONTENTS_PLAYERCLIP),
             0,
             "ray {i}"
         );
-        assert!(bsp.cluster_at(q.start).is_some_and(|c| c >= 0), "ray {i}");
+        assert!(bsp.cluster_at(q.start()).is_some_and(|c| c >= 0), "ray {i}");
         if i.is_multiple_of(2) {
             // Within 16-256 units, give or take the 1/32-unit grid.
-            let length = (q.end - q.start).length();
+            let length = (q.end() - q.start()).length();
             assert!((15.9..=256.1).contains(&length), "ray {i}: {length}");
         }
     }
@@ -86,9 +86,9 @@ fn rays_start_empty_inside_the_level() {
     assert!(rays
         .iter()
         .zip(&again)
-        .all(|(a, b)| a.start == b.start && a.end == b.end));
+        .all(|(a, b)| a.start() == b.start() && a.end() == b.end()));
     let other = workload(map, "rays", 400, 8);
-    assert!(rays.iter().zip(&other).any(|(a, b)| a.start != b.start));
+    assert!(rays.iter().zip(&other).any(|(a, b)| a.start() != b.start()));
 }
 
 /// Boxes: player boxes with the player-solid mask and small boxes with the
@@ -103,14 +103,14 @@ fn boxes_start_where_they_fit() {
     let mut scratch = Scratch::new();
     let mut players = 0;
     for (i, q) in boxes.iter().enumerate() {
-        assert!(q.mins.cmple(q.maxs).all(), "box {i}");
-        if q.mask == MASK_PLAYERSOLID {
-            assert_eq!(q.mins, Vec3::new(-15.0, -15.0, -24.0), "box {i}");
+        assert!(q.mins().cmple(q.maxs()).all(), "box {i}");
+        if q.mask() == MASK_PLAYERSOLID {
+            assert_eq!(q.mins(), Vec3::new(-15.0, -15.0, -24.0), "box {i}");
             players += 1;
         } else {
-            assert_eq!(q.mask, MASK_SOLID, "box {i}");
+            assert_eq!(q.mask(), MASK_SOLID, "box {i}");
         }
-        let stand = TraceQuery::boxed(q.start, q.start, q.mins, q.maxs, q.mask);
+        let stand = TraceQuery::boxed(q.start(), q.start(), q.mins(), q.maxs(), q.mask()).unwrap();
         assert!(!trace(&world, &stand, &mut scratch).startsolid, "box {i}");
     }
     // About 70 % players.

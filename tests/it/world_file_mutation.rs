@@ -123,15 +123,7 @@ fn exercise(world: &World, seed: u64) {
         } else {
             (Vec3::new(-15.0, -15.0, -24.0), Vec3::new(15.0, 15.0, 32.0))
         };
-        let q = TraceQuery {
-            start,
-            end,
-            mins,
-            maxs,
-            mask: u32::MAX,
-            shape: None,
-            exact: false,
-        };
+        let q = TraceQuery::boxed(start, end, mins, maxs, u32::MAX).unwrap();
         let r = trace(world, &q, &mut scratch);
         assert!((0.0..=1.0).contains(&r.fraction), "fraction {}", r.fraction);
         point_contents(world, start);

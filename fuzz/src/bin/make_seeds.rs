@@ -3,7 +3,8 @@
 //! Run from `fuzz/`: `cargo run --release --bin make_seeds` (stable is fine).
 
 use bspq::compile::CompileOptions;
-use bspq::world::{format, load::compile_source};
+use bspq::map::compile_source;
+use bspq::world::format;
 use bspq_fuzz::{synthetic_bsp, zip_of};
 use std::path::Path;
 

@@ -41,7 +41,7 @@ pub fn run(
     let (mins, maxs) = (Vec3::from_array(spec.mins), Vec3::from_array(spec.maxs));
     let boxes: Vec<TraceQuery> = traces
         .iter()
-        .filter(|q| q.shape.is_none() && q.mins == mins && q.maxs == maxs)
+        .filter(|q| q.shape().is_none() && q.mins() == mins && q.maxs() == maxs)
         .cloned()
         .collect();
     if boxes.is_empty() {
@@ -49,7 +49,7 @@ pub fn run(
     }
     let hulls: Vec<HullQuery> = boxes
         .iter()
-        .map(|q| HullQuery::new(world, name, q.start, q.end, q.mask))
+        .map(|q| HullQuery::new(world, name, q.start(), q.end(), q.mask()))
         .collect::<Result<_, _>>()?;
     let mut scratch = Scratch::new();
     let box_measured = measure(boxes.len(), runs, min_run, || {

@@ -68,17 +68,17 @@ fn from_glam(p: bspq::math::Vec3) -> Vector {
 
 impl ParryQuery {
     pub fn new(q: &TraceQuery) -> ParryQuery {
-        let motion = from_glam(q.end - q.start);
-        if let Some(shape) = &q.shape {
+        let motion = from_glam(q.end() - q.start());
+        if let Some(shape) = &q.shape() {
             if let Some(query) = Self::shaped(q, shape) {
                 return query;
             }
         }
-        let centre = q.start + (q.mins + q.maxs) * 0.5;
-        if q.mins == q.maxs {
+        let centre = q.start() + (q.mins() + q.maxs()) * 0.5;
+        if q.mins() == q.maxs() {
             ParryQuery::Ray(Ray::new(from_glam(centre), motion))
         } else {
-            let half = (q.maxs - q.mins) * 0.5;
+            let half = (q.maxs() - q.mins()) * 0.5;
             ParryQuery::Box {
                 pose: Pose::from_translation(from_glam(centre)),
                 motion,
@@ -92,8 +92,8 @@ impl ParryQuery {
     /// The same shape in parry's terms (`None` for a convex point set parry
     /// cannot build a hull of).
     fn shaped(q: &TraceQuery, shape: &Shape) -> Option<ParryQuery> {
-        let centre = from_glam(q.start + shape.centre());
-        let motion = from_glam(q.end - q.start);
+        let centre = from_glam(q.start() + shape.centre());
+        let motion = from_glam(q.end() - q.start());
         let at = Pose::from_translation(centre);
         let (pose, shape) = match shape {
             Shape::Sphere { radius } => (at, SharedShape::new(Ball::new(*radius))),
@@ -110,7 +110,7 @@ impl ParryQuery {
                 SharedShape::new(Cylinder::new(*half_height, *radius)),
             ),
             Shape::Convex(hull) => {
-                let points: Vec<Vector> = hull.points.iter().map(|p| from_glam(*p)).collect();
+                let points: Vec<Vector> = hull.points().iter().map(|p| from_glam(*p)).collect();
                 (
                     at,
                     SharedShape::new(ConvexPolyhedron::from_convex_hull(&points)?),

@@ -116,24 +116,27 @@ fn hull_query(
     q: &TraceQuery,
     scanned: bool,
     hulls: &mut HashMap<[u32; 6], Arc<ConvexHull>>,
-) -> TraceQuery {
-    let (lo, hi) = (q.mins.to_array(), q.maxs.to_array());
+) -> Option<TraceQuery> {
+    let (lo, hi) = (q.mins().to_array(), q.maxs().to_array());
     let key = [lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]].map(f32::to_bits);
-    let hull = hulls.entry(key).or_insert_with(|| {
-        let (centre, half) = ((q.mins + q.maxs) * 0.5, (q.maxs - q.mins) * 0.5);
-        let golden = std::f32::consts::PI * (3.0 - 5f32.sqrt());
-        let points: Vec<Vec3> = (0..HULL_POINTS)
-            .map(|i| {
-                let z = 1.0 - 2.0 * (i as f32 + 0.5) / HULL_POINTS as f32;
-                let r = (1.0 - z * z).sqrt();
-                let a = golden * i as f32;
-                centre + Vec3::new(r * a.cos(), r * a.sin(), z) * half
-            })
-            .collect();
-        let hull = ConvexHull::new(&points);
-        Arc::new(if scanned { hull.scanned() } else { hull })
-    });
-    TraceQuery::shaped(q.start, q.end, Shape::Convex(hull.clone()), q.mask)
+    let hull = match hulls.entry(key) {
+        std::collections::hash_map::Entry::Occupied(seen) => seen.into_mut(),
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            let (centre, half) = ((q.mins() + q.maxs()) * 0.5, (q.maxs() - q.mins()) * 0.5);
+            let golden = std::f32::consts::PI * (3.0 - 5f32.sqrt());
+            let points: Vec<Vec3> = (0..HULL_POINTS)
+                .map(|i| {
+                    let z = 1.0 - 2.0 * (i as f32 + 0.5) / HULL_POINTS as f32;
+                    let r = (1.0 - z * z).sqrt();
+                    let a = golden * i as f32;
+                    centre + Vec3::new(r * a.cos(), r * a.sin(), z) * half
+                })
+                .collect();
+            let hull = ConvexHull::new(&points).ok()?;
+            slot.insert(Arc::new(if scanned { hull.scanned() } else { hull }))
+        }
+    };
+    TraceQuery::shaped(q.start(), q.end(), Shape::Convex(hull.clone()), q.mask()).ok()
 }
 
 /// Times every shape kind on the box queries `boxes`.
@@ -159,7 +162,7 @@ pub fn run(
             .iter()
             .filter_map(|q| match hull {
                 None => shape_query(&kind, q, false),
-                Some(scanned) => Some(hull_query(q, scanned, &mut hulls)),
+                Some(scanned) => hull_query(q, scanned, &mut hulls),
             })
             .collect();
         if shifted.is_empty() {
@@ -169,10 +172,7 @@ pub fn run(
         let exact: Vec<TraceQuery> = shifted
             .iter()
             .take(exact_limit)
-            .map(|q| TraceQuery {
-                exact: true,
-                ..q.clone()
-            })
+            .filter_map(|q| q.clone().with_exact(true).ok())
             .collect();
         let shifted_stats = measure(shifted.len(), runs, min_run, || {
             trace_all(world, &shifted, &mut scratch)

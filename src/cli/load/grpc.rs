@@ -37,7 +37,7 @@ impl Plan {
                 .and_then(|q| q.validate())
                 .with_context(|| format!("query line {}", index + 1))?;
             if let Query::Trace(q) = query {
-                let size = [q.mins.to_array(), q.maxs.to_array()].concat();
+                let size = [q.mins().to_array(), q.maxs().to_array()].concat();
                 let key: [u32; 6] = std::array::from_fn(|i| size[i].to_bits());
                 groups.entry(key).or_default().push(q);
             }
@@ -45,17 +45,17 @@ impl Plan {
         let mut requests = Vec::new();
         for queries in groups.values() {
             for chunk in queries.chunks(batch) {
-                let (mins, maxs) = (chunk[0].mins.to_array(), chunk[0].maxs.to_array());
+                let (mins, maxs) = (chunk[0].mins().to_array(), chunk[0].maxs().to_array());
                 let shape = (mins != [0.0; 3] || maxs != [0.0; 3]).then(|| pb::Box {
                     mins: Some(vec3(mins)),
                     maxs: Some(vec3(maxs)),
                 });
                 requests.push(pb::TraceRequest {
                     world: world.to_owned(),
-                    starts: chunk.iter().flat_map(|q| q.start.to_array()).collect(),
-                    ends: chunk.iter().flat_map(|q| q.end.to_array()).collect(),
+                    starts: chunk.iter().flat_map(|q| q.start().to_array()).collect(),
+                    ends: chunk.iter().flat_map(|q| q.end().to_array()).collect(),
                     shape,
-                    masks: chunk.iter().map(|q| q.mask).collect(),
+                    masks: chunk.iter().map(|q| q.mask()).collect(),
                     ..Default::default()
                 });
             }
