@@ -54,6 +54,7 @@ pub mod proto;
 pub mod query;
 #[cfg(feature = "server")]
 pub mod registry;
+pub mod scene;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "server")]

@@ -43,6 +43,8 @@ pub enum LoadError {
     Format(FormatError),
     #[error("{path} is not a .pk3 archive, so it has no member {member}")]
     NotAnArchive { path: PathBuf, member: String },
+    #[error("inline model *{model}: {error}")]
+    InlineModel { model: usize, error: Box<LoadError> },
 }
 
 impl LoadError {
@@ -261,6 +263,8 @@ impl FileBytes {
 pub struct Map {
     storage: Storage,
     accel: Accel,
+    /// Inline models `*1`…`*N`, each a world of its own.
+    models: Vec<Map>,
 }
 
 impl std::fmt::Debug for Map {
@@ -329,6 +333,18 @@ impl Map {
         trace::trace_queries(&self.view(), queries, &BatchOptions::default())
     }
 
+    /// The map's inline models `*1`…`*N` (doors, platforms, triggers), in
+    /// order, each in its own local coordinates; none in a model.
+    pub fn models(&self) -> &[Map] {
+        &self.models
+    }
+
+    /// Inline model `*number` (1…N); `None` for 0, the world itself, and
+    /// past the last.
+    pub fn model(&self, number: usize) -> Option<&Map> {
+        self.models.get(number.checked_sub(1)?)
+    }
+
     /// The world as the kernel reads it.
     pub fn view(&self) -> Kernel<'_> {
         Kernel::new(self.world(), &self.accel)
@@ -382,13 +398,25 @@ impl Map {
         }
     }
 
-    /// A world compiled in memory (validated like a loaded file).
-    pub fn from_data(data: WorldData) -> Result<Self, LoadError> {
+    /// A world compiled in memory, with its inline models (each validated
+    /// like a loaded file).
+    pub fn from_data(mut data: WorldData) -> Result<Self, LoadError> {
         validate(&data.view())?;
+        let models = std::mem::take(&mut data.models)
+            .into_iter()
+            .enumerate()
+            .map(|(k, model)| {
+                Self::from_data(model).map_err(|error| LoadError::InlineModel {
+                    model: k + 1,
+                    error: Box::new(error),
+                })
+            })
+            .collect::<Result<_, _>>()?;
         let accel = accel::build(&data.view());
         Ok(Self {
             storage: Storage::Built(Box::new(data)),
             accel,
+            models,
         })
     }
 
@@ -406,6 +434,7 @@ impl Map {
                 meta: Box::new(meta),
             },
             accel,
+            models: Vec::new(),
         })
     }
 

@@ -203,7 +203,7 @@ impl From<BatchAnswer> for PackedAnswer {
                     surface_flags: t.surface_flags,
                 }),
                 Answer::Hit(h) => hits.push(h.hit),
-                Answer::Point(_) => {}
+                Answer::Point(_) | Answer::Scene(_) => {}
             }
         }
         PackedAnswer {

@@ -3,11 +3,13 @@
 
 use super::WorldArgs;
 use anyhow::Context;
+use bspq::map::Map;
 use bspq::proto::v1 as pb;
 use bspq::query::{
-    answer_all, error_json, error_line, query_lines, Answer, HitAnswer, PointAnswer, Query,
-    QueryError, QueryLine, Request, TraceAnswer,
+    answer_all, answer_all_in_scene, error_json, error_line, query_lines, Answer, HitAnswer,
+    PointAnswer, Query, QueryError, QueryLine, Request, SceneAnswer, TraceAnswer,
 };
+use bspq::scene::{PlacedScene, Scene};
 use bspq::trace::BatchOptions;
 use clap::Args;
 use std::collections::HashMap;
@@ -34,8 +36,8 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     if let Some(server) = &args.server {
         return run_remote(server, &args.world.world, args.batch);
     }
-    let loaded = args.world.open()?;
-    let world = loaded.view();
+    let map = args.world.open()?;
+    let world = map.view();
     let options = args
         .threads
         .map_or_else(BatchOptions::default, BatchOptions::with_threads);
@@ -43,33 +45,71 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let mut out = super::answers_out();
     let mut failed = 0usize;
     let mut lines = query_lines(stdin).enumerate();
+    // Set by `{"entities":[…]}` lines; queries after one are traced with it.
+    let mut scene: Option<PlacedScene> = None;
     loop {
-        let chunk: Vec<(usize, Result<Request, QueryError>)> = next_chunk(&mut lines, args.batch)?
+        let chunk: Vec<(usize, Result<Line, QueryError>)> = next_chunk(&mut lines, args.batch)?
             .into_iter()
-            .map(|(index, line)| {
-                let request = line.and_then(|line| QueryLine::parse(&line)?.request_in(&world));
-                (index, request)
-            })
+            .map(|(index, line)| (index, line.and_then(|line| parse_line(&line, &map))))
             .collect();
         if chunk.is_empty() {
             break;
         }
-        let queries: Vec<Request> = chunk.iter().filter_map(|(_, q)| q.clone().ok()).collect();
-        let mut answers = answer_all(&world, &queries, &options).into_iter();
-        for (index, query) in &chunk {
-            match query {
-                Ok(_) => {
-                    let a = answers
-                        .next()
-                        .context("the batch gave fewer answers than queries")?;
-                    writeln!(out, "{}", a.to_json())?;
+        // Runs of queries between scene lines are answered as batches.
+        let mut start = 0;
+        while start < chunk.len() {
+            let end = chunk[start..]
+                .iter()
+                .position(|(_, line)| matches!(line, Ok(Line::Scene(_))))
+                .map_or(chunk.len(), |k| start + k);
+            let run = &chunk[start..end];
+            let queries: Vec<(Request, u32)> = run
+                .iter()
+                .filter_map(|(_, line)| match line {
+                    Ok(Line::Query(request, pass)) => Some((request.clone(), *pass)),
+                    _ => None,
+                })
+                .collect();
+            let answers = match &scene {
+                Some(placed) => answer_all_in_scene(&map, placed, &queries, &options),
+                None => {
+                    let requests: Vec<Request> = queries.into_iter().map(|(r, _)| r).collect();
+                    answer_all(&world, &requests, &options)
                 }
-                Err(err) => {
-                    failed += 1;
-                    eprintln!("bspq: line {}: {err}", index + 1);
-                    writeln!(out, "{}", error_json(err, *index))?;
+            };
+            let mut answers = answers.into_iter();
+            for (index, line) in run {
+                match line {
+                    Ok(_) => {
+                        let a = answers
+                            .next()
+                            .context("the batch gave fewer answers than queries")?;
+                        writeln!(out, "{}", a.to_json())?;
+                    }
+                    Err(err) => {
+                        failed += 1;
+                        eprintln!("bspq: line {}: {err}", index + 1);
+                        writeln!(out, "{}", error_json(err, *index))?;
+                    }
                 }
             }
+            if let Some((_, Ok(Line::Scene(next)))) = chunk.get(end) {
+                let placed = PlacedScene::new(&map, next);
+                let answer = placed.as_ref().map(|p| SceneAnswer { entities: p.len() });
+                match answer {
+                    Ok(a) => writeln!(out, "{}", Answer::Scene(a).to_json())?,
+                    Err(err) => {
+                        let err = QueryError::Scene(err.clone());
+                        failed += 1;
+                        eprintln!("bspq: line {}: {err}", chunk[end].0 + 1);
+                        writeln!(out, "{}", error_json(&err, chunk[end].0))?;
+                    }
+                }
+                if let Ok(p) = placed {
+                    scene = Some(p);
+                }
+            }
+            start = end + 1;
         }
     }
     out.flush()?;
@@ -78,6 +118,21 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// A line checked: a query with its `pass`, or a scene to trace the next
+/// lines with.
+enum Line {
+    Query(Request, u32),
+    Scene(Scene),
+}
+
+fn parse_line(text: &str, map: &Map) -> Result<Line, QueryError> {
+    let line = QueryLine::parse(text)?;
+    if let Some(scene) = line.scene() {
+        return scene.map(Line::Scene);
+    }
+    Ok(Line::Query(line.request_in(&map.view())?, line.pass()?))
 }
 
 /// An input line and its (0-based) line number: its text, or why it has none.
@@ -436,6 +491,7 @@ impl Group {
                 allsolid: r.flags[i] & pb::TraceFlag::Allsolid as u32 != 0,
                 contents: r.contents[i],
                 surface_flags: r.surface_flags[i],
+                entity: None,
             };
             let answer = if any_hit[*pos] {
                 Answer::Hit(HitAnswer {

@@ -3,8 +3,10 @@
 use super::CompileError;
 use crate::margins::PLANE_SIDE_EPSILON;
 use crate::math::{dvec, DVec3, Winding};
+use crate::source::q3bsp::BspPlane;
 use crate::source::Q3Bsp;
 use crate::world::{self, WorldData};
+use std::collections::HashMap;
 
 /// Most brushes and sides a world may have (indices are stored as u32 and
 /// the builder's memory grows with them).
@@ -28,27 +30,47 @@ pub struct BrushInput {
     pub faces: Vec<Face>,
 }
 
-/// Copies model 0's brushes and every plane into `world` and computes each
-/// brush's face polygons. World brushes are numbered in the source's leaf
-/// order (see [`source_leaf_order`]), so a lower index wins a tie.
+/// The brushes of one model as [`collect`] copied them, with the planes
+/// they were given in (the source's planes as the world numbers them).
+pub struct Collected {
+    pub brushes: Vec<BrushInput>,
+    pub planes: Vec<BspPlane>,
+}
+
+/// Copies the brushes of model `model` into `world` with the planes they
+/// use, and computes each brush's face polygons.
+///
+/// Model 0 takes every source plane, in the source's order (its source tree
+/// names planes by index), and numbers its brushes in the source's leaf
+/// order (see [`source_leaf_order`]), so a lower index wins a tie. An inline
+/// model is a single leaf listing its brushes in the model's order, so they
+/// keep that order; it takes only the plane pairs its sides use, which keeps
+/// a small model small.
 pub fn collect(
     bsp: &Q3Bsp,
+    model: usize,
     world: &mut WorldData,
     bevels_added: &mut usize,
-) -> Result<Vec<BrushInput>, CompileError> {
-    world.planes = bsp
-        .planes
+) -> Result<Collected, CompileError> {
+    let source = &bsp.models[model];
+    if source.num_brushes as usize > MAX_BRUSHES {
+        return Err(CompileError::TooLarge(MAX_BRUSHES));
+    }
+    let range = source.first_brush..source.first_brush + source.num_brushes;
+    let mut order: Vec<u32> = range.clone().collect();
+    let (planes, world_plane) = if model == 0 {
+        let rank = source_leaf_order(bsp);
+        order.sort_by_key(|&b| rank[(b - source.first_brush) as usize]);
+        (bsp.planes.clone(), None)
+    } else {
+        let (planes, remap) = used_plane_pairs(bsp, range);
+        (planes, Some(remap))
+    };
+    world.planes = planes
         .iter()
         .map(|p| world::Plane::new(p.normal, p.dist))
         .collect();
-    let model = bsp.world_model();
-    if model.num_brushes as usize > MAX_BRUSHES {
-        return Err(CompileError::TooLarge(MAX_BRUSHES));
-    }
-    let mut inputs = Vec::with_capacity(model.num_brushes as usize);
-    let rank = source_leaf_order(bsp);
-    let mut order: Vec<u32> = (model.first_brush..model.first_brush + model.num_brushes).collect();
-    order.sort_by_key(|&b| rank[(b - model.first_brush) as usize]);
+    let mut inputs = Vec::with_capacity(order.len());
     for source_index in order {
         let brush = &bsp.brushes[source_index as usize];
         if brush.num_sides as usize > MAX_SIDES_PER_BRUSH {
@@ -61,13 +83,16 @@ pub fn collect(
             let surface_flags = side
                 .shader
                 .map_or(0, |sh| bsp.shaders[sh as usize].surface_flags);
+            let plane = world_plane
+                .as_ref()
+                .map_or(side.plane, |remap| remap[&side.plane]);
             world.brush_sides.push(world::BrushSide {
-                plane: side.plane,
+                plane,
                 surface_flags,
             });
-            sides.push(side.plane);
+            sides.push(plane);
         }
-        let faces = brush_faces(bsp, &sides);
+        let faces = brush_faces(&planes, &sides);
         let (mins, maxs) = faces_bounds(&faces);
         let bevels = add_axial_bevels(world, &sides, &faces);
         *bevels_added += bevels;
@@ -86,7 +111,39 @@ pub fn collect(
             faces,
         });
     }
-    Ok(inputs)
+    Ok(Collected {
+        brushes: inputs,
+        planes,
+    })
+}
+
+/// The plane pairs (a plane and its flip, as the source stores them: even
+/// index first) that the sides of brushes `range` use, in order of first
+/// use, and where each used source plane lands in that list.
+fn used_plane_pairs(
+    bsp: &Q3Bsp,
+    range: std::ops::Range<u32>,
+) -> (Vec<BspPlane>, HashMap<u32, u32>) {
+    let mut planes = Vec::new();
+    let mut remap = HashMap::new();
+    for brush in &bsp.brushes[range.start as usize..range.end as usize] {
+        for s in brush.first_side..brush.first_side + brush.num_sides {
+            let source = bsp.brush_sides[s as usize].plane;
+            if remap.contains_key(&source) {
+                continue;
+            }
+            let pair = source & !1;
+            let first = planes.len() as u32;
+            for (k, p) in [pair, pair | 1].into_iter().enumerate() {
+                // The last plane of an odd count has no twin.
+                if let Some(plane) = bsp.planes.get(p as usize) {
+                    remap.insert(p, first + k as u32);
+                    planes.push(*plane);
+                }
+            }
+        }
+    }
+    (planes, remap)
 }
 
 /// Adds the axis-aligned planes that bound a brush when its sides lack them
@@ -137,10 +194,10 @@ fn add_axial_bevels(world: &mut WorldData, sides: &[u32], faces: &[Face]) -> usi
 
 /// The polygon of each side: a huge square on the side's plane cut by every
 /// other side. Sides that end up empty (bevels, duplicates) are left out.
-fn brush_faces(bsp: &Q3Bsp, sides: &[u32]) -> Vec<Face> {
+fn brush_faces(planes: &[BspPlane], sides: &[u32]) -> Vec<Face> {
     let mut faces = Vec::new();
     for (i, &plane_index) in sides.iter().enumerate() {
-        let plane = &bsp.planes[plane_index as usize];
+        let plane = &planes[plane_index as usize];
         let mut winding = Winding::base_for_plane(dvec(plane.normal), plane.dist as f64);
         let mut alive = true;
         for (j, &other_index) in sides.iter().enumerate() {
@@ -155,7 +212,7 @@ fn brush_faces(bsp: &Q3Bsp, sides: &[u32]) -> Vec<Face> {
                 }
                 continue;
             }
-            let other = &bsp.planes[other_index as usize];
+            let other = &planes[other_index as usize];
             let (on_normal, on_dist) = (dvec(other.normal), other.dist as f64);
             let coplanar = winding
                 .points

@@ -68,23 +68,55 @@ pub enum CompileError {
     HullBudget(usize),
 }
 
-/// Compiles the static world (model 0) of a Quake 3 map.
+/// Compiles a Quake 3 map: the static world (model 0) and, in
+/// [`WorldData::models`], each of its inline models (`*1`…`*N`: doors,
+/// platforms, triggers), every one the same way.
 pub fn compile_q3(
     bsp: &Q3Bsp,
     name: &str,
     options: &CompileOptions,
 ) -> Result<WorldData, CompileError> {
     let started = Instant::now();
+    let mut world = compile_model(bsp, 0, name, options)?;
+    world.models = (1..bsp.models.len())
+        .map(|model| compile_model(bsp, model, name, options))
+        .collect::<Result<_, _>>()?;
+    world.info.compile_seconds = started.elapsed().as_secs_f64();
+    Ok(world)
+}
+
+/// Compiles model `model` of `bsp` into a world of its own.
+fn compile_model(
+    bsp: &Q3Bsp,
+    model: usize,
+    name: &str,
+    options: &CompileOptions,
+) -> Result<WorldData, CompileError> {
+    let started = Instant::now();
     let mut world = WorldData::default();
     let mut bevels_added = 0;
-    let input = brushes::collect(bsp, &mut world, &mut bevels_added)?;
+    let collected = brushes::collect(bsp, model, &mut world, &mut bevels_added)?;
+    let source = &bsp.models[model];
     let patches = if options.curves {
-        patch::collect(bsp, &mut world)
+        patch::collect(bsp, source, &mut world)
     } else {
         Vec::new()
     };
-    let source_splitters: Vec<u32> = bsp.nodes.iter().map(|n| n.plane).collect();
-    let stats = tree::build(&mut world, &input, &patches, &bsp.planes, &source_splitters)?;
+    // Model 0's tree prefers the source tree's splitting planes; an inline
+    // model has no tree of its own in the source.
+    let source_splitters: Vec<u32> = if model == 0 {
+        bsp.nodes.iter().map(|n| n.plane).collect()
+    } else {
+        Vec::new()
+    };
+    let input = &collected.brushes;
+    let stats = tree::build(
+        &mut world,
+        input,
+        &patches,
+        &collected.planes,
+        &source_splitters,
+    )?;
     let onion_started = Instant::now();
     let onion_stats = onion::build(&mut world, &options.hulls, options.hull_node_budget)?;
     let onion = (!options.hulls.is_empty()).then(|| crate::world::OnionInfo {
@@ -92,23 +124,22 @@ pub fn compile_q3(
         leaves_added: onion_stats.leaves_added,
         seconds: onion_started.elapsed().as_secs_f64(),
     });
-    let model = bsp.world_model();
-    world.mins = model.mins.to_array();
-    world.maxs = model.maxs.to_array();
+    world.mins = source.mins.to_array();
+    world.maxs = source.maxs.to_array();
     world.info = WorldInfo {
         source_name: name.to_owned(),
         source_hash: 0,
         compiler_version: COMPILER_VERSION.to_owned(),
         hulls: options.hulls.clone(),
         curves: options.curves,
-        source_brushes: model.num_brushes as usize,
+        source_brushes: source.num_brushes as usize,
         source_brush_sides: input.iter().map(|b| b.sides.len()).sum(),
         source_patches: if options.curves {
             world.patches.len()
         } else {
             0
         },
-        source_planes: bsp.planes.len(),
+        source_planes: collected.planes.len(),
         compile_seconds: started.elapsed().as_secs_f64(),
         bevels_added: bevels_added + stats.bevels_added,
         onion,
@@ -116,7 +147,11 @@ pub fn compile_q3(
     let (ranges, shape_bevels, _) = bevels::build(&world.view(), &options.shape_bevels);
     world.shape_bevel_ranges = ranges;
     world.shape_bevels = shape_bevels;
-    source_tree::collect(bsp, &mut world);
+    if model == 0 {
+        source_tree::collect(bsp, &mut world);
+    } else {
+        source_tree::single_leaf(&mut world);
+    }
     world.info.compile_seconds = started.elapsed().as_secs_f64();
     Ok(world)
 }

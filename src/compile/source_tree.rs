@@ -56,6 +56,22 @@ pub fn collect(bsp: &Q3Bsp, world: &mut WorldData) -> bool {
     true
 }
 
+/// The source tree of an inline model: the reference traces one as a single
+/// leaf listing its brushes, then its patches, in the model's order (which is
+/// `world`'s order for an inline model).
+pub fn single_leaf(world: &mut WorldData) {
+    world.source_nodes.clear();
+    world.source_leaves = vec![world::Leaf {
+        contents: 0,
+        first_brush: 0,
+        num_brushes: world.brushes.len() as u32,
+        first_patch: 0,
+        num_patches: world.patches.len() as u32,
+    }];
+    world.source_leaf_brushes = (0..world.brushes.len() as u32).collect();
+    world.source_leaf_patches = (0..world.patches.len() as u32).collect();
+}
+
 /// Leaves `world` without a source tree.
 pub fn clear(world: &mut WorldData) {
     world.source_nodes.clear();

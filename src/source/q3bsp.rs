@@ -112,7 +112,8 @@ pub struct Q3Bsp {
     pub models: Vec<Model>,
     pub brushes: Vec<Brush>,
     pub brush_sides: Vec<BrushSide>,
-    /// Patch surfaces of model 0 (the static world), in surface order.
+    /// Patch surfaces of every model, in surface order (a model's are those
+    /// in its surface range).
     pub patches: Vec<Patch>,
 }
 
@@ -262,8 +263,10 @@ impl Q3Bsp {
         let leafs = load_leafs(&lumps, leaf_brushes.len(), leaf_surfaces.len())?;
         let nodes = load_nodes(&lumps, planes.len(), leafs.len())?;
         let models = load_models(&lumps, surface_count, brushes.len())?;
-        let world = models.first().copied().ok_or(SourceError::NoWorldModel)?;
-        let patches = load_patches(&lumps, &world, shaders.len())?;
+        if models.is_empty() {
+            return Err(SourceError::NoWorldModel);
+        }
+        let patches = load_patches(&lumps, shaders.len())?;
         Ok(Self {
             entities,
             shaders,
@@ -283,6 +286,14 @@ impl Q3Bsp {
     pub fn world_model(&self) -> &Model {
         // `parse` refuses files without a model 0.
         &self.models[0]
+    }
+
+    /// The patch surfaces of `model`, in surface order.
+    pub fn patches_of<'a>(&'a self, model: &Model) -> impl Iterator<Item = &'a Patch> + 'a {
+        let surfaces = model.first_surface..model.first_surface + model.num_surfaces;
+        self.patches
+            .iter()
+            .filter(move |p| surfaces.contains(&p.surface_index))
     }
 
     /// The cluster of the leaf of the map's own tree that holds `p`: at
@@ -481,7 +492,7 @@ fn load_models(lumps: &Lumps, surfaces: usize, brushes: usize) -> Result<Vec<Mod
 const SURFACE_SIZE: usize = 104;
 const DRAW_VERT_SIZE: usize = 44;
 
-fn load_patches(lumps: &Lumps, world: &Model, shaders: usize) -> Result<Vec<Patch>, SourceError> {
+fn load_patches(lumps: &Lumps, shaders: usize) -> Result<Vec<Patch>, SourceError> {
     let verts = lumps.raw(lump::DRAW_VERTS);
     if !verts.len().is_multiple_of(DRAW_VERT_SIZE) {
         return Err(SourceError::BadLump {
@@ -494,16 +505,12 @@ fn load_patches(lumps: &Lumps, world: &Model, shaders: usize) -> Result<Vec<Patc
     }
     let vert_count = verts.len() / DRAW_VERT_SIZE;
     let surfaces: Vec<&[u8]> = lumps.records(lump::SURFACES, SURFACE_SIZE)?.collect();
-    let first = world.first_surface as usize;
     let mut patches = Vec::new();
-    for (offset, r) in surfaces[first..first + world.num_surfaces as usize]
-        .iter()
-        .enumerate()
-    {
+    for (surface_index, r) in surfaces.iter().enumerate() {
         if read_i32(r, 8) != SURFACE_TYPE_PATCH {
             continue;
         }
-        let surface_index = (first + offset) as u32;
+        let surface_index = surface_index as u32;
         let shader = index("patch shader", read_i32(r, 0), shaders)?;
         let (first_vert, num_verts) = range(
             "patch vertices",

@@ -258,6 +258,10 @@ pub struct WorldData {
     pub source_leaves: Vec<Leaf>,
     pub source_leaf_brushes: Vec<u32>,
     pub source_leaf_patches: Vec<u32>,
+    /// The map's inline models `*1`…`*N` (doors, platforms, triggers), each
+    /// a world of its own in the model's local coordinates (a scene places
+    /// them); empty in a model.
+    pub models: Vec<WorldData>,
 }
 
 impl WorldData {

@@ -375,6 +375,7 @@ fn bits(a: &Answer) -> Vec<u32> {
     match a {
         Answer::Point(p) => vec![p.contents],
         Answer::Hit(h) => vec![h.hit as u32],
+        Answer::Scene(s) => vec![s.entities as u32],
         Answer::Trace(t) => {
             let mut v = vec![t.fraction.to_bits(), t.dist.to_bits()];
             v.extend(t.endpos.iter().chain(&t.normal).map(|x| x.to_bits()));

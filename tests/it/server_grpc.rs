@@ -48,6 +48,7 @@ fn unpack(r: &pb::TraceResponse) -> Vec<Answer> {
                 allsolid: r.flags[i] & 2 != 0,
                 contents: r.contents[i],
                 surface_flags: r.surface_flags[i],
+                entity: None,
             })
         })
         .collect()

@@ -14,6 +14,7 @@ mod planes;
 mod winding;
 
 use crate::math::Vec3;
+use crate::source::q3bsp::Model;
 use crate::source::Q3Bsp;
 use crate::world::{self, WorldData};
 
@@ -48,11 +49,10 @@ pub struct PatchInput {
     pub index: u32,
 }
 
-/// Builds the collision facets of every world patch into `world`. Patches
-/// that exceed a limit, or leave no facet, are left out.
-pub fn collect(bsp: &Q3Bsp, world: &mut WorldData) -> Vec<PatchInput> {
-    bsp.patches
-        .iter()
+/// Builds the collision facets of every patch of `model` into `world`.
+/// Patches that exceed a limit, or leave no facet, are left out.
+pub fn collect(bsp: &Q3Bsp, model: &Model, world: &mut WorldData) -> Vec<PatchInput> {
+    bsp.patches_of(model)
         .filter_map(|patch| {
             let (contents, surface_flags) = bsp
                 .shaders

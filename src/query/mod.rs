@@ -7,6 +7,12 @@ use crate::trace::{
     ConvexHull, HullError, HullQuery, InvalidTrace, Shape, TraceQuery, TraceResult,
 };
 use serde::{Deserialize, Serialize};
+
+mod scene;
+use crate::scene::{Scene, SceneError};
+pub use scene::{
+    answer_all_in_scene, answer_in_scene, pass_of, scene_of, BoxLine, EntityLine, SceneAnswer,
+};
 use thiserror::Error;
 
 pub use crate::trace::shape::{MAX_CONVEX_POINTS, MAX_SHAPE_SIZE};
@@ -50,6 +56,13 @@ pub struct QueryLine {
     /// traced through the onion tree).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hull: Option<String>,
+    /// The entity making the move (with a scene): it, the entities it owns
+    /// and those with its owner are not collided with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<i64>,
+    /// A scene line: the entities the following lines are traced with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entities: Option<Vec<EntityLine>>,
 }
 
 /// A validated query.
@@ -95,6 +108,12 @@ pub enum QueryError {
     HullWithShape,
     #[error("{0}")]
     UnknownHull(String),
+    #[error(transparent)]
+    Scene(SceneError),
+    #[error("an `entities` line takes no other field")]
+    SceneWithQuery,
+    #[error("`entities` lines are answered where scenes are kept (`bspq trace`, HTTP bodies)")]
+    SceneUnsupported,
 }
 
 impl QueryError {
@@ -111,6 +130,9 @@ impl QueryError {
             QueryError::ShapeWithBox => "mixed_query",
             QueryError::HullWithShape => "mixed_query",
             QueryError::UnknownHull(_) => "unknown_hull",
+            QueryError::Scene(e) => scene_error_code(e),
+            QueryError::SceneWithQuery => "mixed_query",
+            QueryError::SceneUnsupported => "scene_unsupported",
         }
     }
 }
@@ -135,6 +157,9 @@ impl QueryLine {
     /// [`QueryLine::validate`], reusing `last`'s shape when this line's is
     /// the same (see [`requests`]).
     fn validate_with(&self, last: &mut LastShape) -> Result<Query, QueryError> {
+        if self.entities.is_some() {
+            return Err(QueryError::SceneUnsupported);
+        }
         if let Some(p) = self.point {
             // A mask would be silently ignored: point contents is every
             // content flag at the point.
@@ -225,6 +250,46 @@ impl QueryLine {
             query,
             any: self.any == Some(true),
         })
+    }
+}
+
+impl QueryLine {
+    /// For a scene line `{"entities":[…]}`, the scene it sets.
+    pub fn scene(&self) -> Option<Result<Scene, QueryError>> {
+        let entities = self.entities.as_ref()?;
+        let alone = QueryLine {
+            entities: None,
+            ..QueryLine::default()
+        } == QueryLine {
+            entities: None,
+            ..self.clone()
+        };
+        Some(if alone {
+            scene_of(entities).map_err(QueryError::Scene)
+        } else {
+            Err(QueryError::SceneWithQuery)
+        })
+    }
+
+    /// The entity making the move ([`crate::scene::ENTITY_NONE`] if none).
+    pub fn pass(&self) -> Result<u32, QueryError> {
+        pass_of(self.pass)
+    }
+}
+
+/// The stable code of a refused scene.
+fn scene_error_code(e: &SceneError) -> &'static str {
+    match e {
+        SceneError::IdOutOfRange { .. } | SceneError::RepeatedId { .. } => "bad_entity_id",
+        SceneError::BadOwner { .. } => "bad_entity_id",
+        SceneError::UnknownModel { .. } => "unknown_model",
+        SceneError::Invalid {
+            error: InvalidTrace::MinsAboveMaxs,
+            ..
+        } => "mins_above_maxs",
+        SceneError::Invalid { .. } => "bad_coordinate",
+        SceneError::TooMany => "too_many_entities",
+        SceneError::Malformed { .. } | SceneError::BoxModel { .. } => "malformed_entity",
     }
 }
 
@@ -383,6 +448,7 @@ pub enum Answer {
     Trace(TraceAnswer),
     Point(PointAnswer),
     Hit(HitAnswer),
+    Scene(SceneAnswer),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -395,6 +461,10 @@ pub struct TraceAnswer {
     pub allsolid: bool,
     pub contents: u32,
     pub surface_flags: u32,
+    /// With a scene: the entity that stopped the move (1022 the world, 1023
+    /// nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -420,6 +490,7 @@ impl From<&TraceResult> for TraceAnswer {
             allsolid: r.allsolid,
             contents: r.contents,
             surface_flags: r.surface_flags,
+            entity: None,
         }
     }
 }
