@@ -5,6 +5,7 @@
 
 use crate::compile::{compile_q3, CompileError, CompileOptions};
 use crate::math::Vec3;
+use crate::source::entities::{self, Entity};
 use crate::source::{pk3, q3bsp, Q3Bsp, SourceError};
 use crate::trace::accel::{self, Accel};
 use crate::trace::{self, BatchOptions, Kernel, TraceQuery, TraceResult};
@@ -261,6 +262,9 @@ impl FileBytes {
 pub struct Map {
     storage: Storage,
     accel: Accel,
+    /// The entity lump, parsed once when the world is loaded (which is
+    /// also how a compiled file's entities section is validated).
+    entities: Vec<Entity>,
 }
 
 impl std::fmt::Debug for Map {
@@ -298,6 +302,11 @@ impl Map {
             Storage::Built(data) => &data.info,
             Storage::File { meta, .. } => &meta.info,
         }
+    }
+
+    /// The map's entities, in file order (see [`crate::source::entities`]).
+    pub fn entities(&self) -> &[Entity] {
+        &self.entities
     }
 
     /// The world's bounds (`mins`, `maxs`).
@@ -385,10 +394,12 @@ impl Map {
     /// A world compiled in memory (validated like a loaded file).
     pub fn from_data(data: WorldData) -> Result<Self, LoadError> {
         validate(&data.view())?;
+        let entities = entities::parse(&data.entities).map_err(FormatError::Entities)?;
         let accel = accel::build(&data.view());
         Ok(Self {
             storage: Storage::Built(Box::new(data)),
             accel,
+            entities,
         })
     }
 
@@ -398,6 +409,7 @@ impl Map {
         let meta = format::read_meta(raw, &layout)?;
         let world = format::view(raw, &layout, &meta)?;
         validate(&world)?;
+        let entities = format::read_entities(raw, &layout)?;
         let accel = accel::build(&world);
         Ok(Self {
             storage: Storage::File {
@@ -406,6 +418,7 @@ impl Map {
                 meta: Box::new(meta),
             },
             accel,
+            entities,
         })
     }
 

@@ -117,6 +117,7 @@ pub fn compile_q3(
     world.shape_bevel_ranges = ranges;
     world.shape_bevels = shape_bevels;
     source_tree::collect(bsp, &mut world);
+    world.entities = bsp.entities.clone();
     world.info.compile_seconds = started.elapsed().as_secs_f64();
     Ok(world)
 }

@@ -12,6 +12,7 @@ mod cli;
 mod conformance;
 mod cores;
 mod deploy;
+mod entities;
 mod features;
 mod fuzz_regressions;
 mod hierarchy;
