@@ -15,7 +15,12 @@ pub fn mismatch(expected: &Answer, actual: &Answer) -> Option<String> {
     match (expected, actual) {
         (Answer::Point(e), Answer::Point(a)) => point_mismatch(e, a),
         (Answer::Trace(e), Answer::Trace(a)) => trace_mismatch(e, a),
-        _ => Some("answer kinds differ (point vs trace)".to_owned()),
+        (Answer::Hit(e), Answer::Hit(a)) => {
+            (e.hit != a.hit).then(|| format!("hit {} != expected {}", a.hit, e.hit))
+        }
+        (Answer::Scene(e), Answer::Scene(a)) => (e.entities != a.entities)
+            .then(|| format!("{} entities != expected {}", a.entities, e.entities)),
+        _ => Some("answer kinds differ".to_owned()),
     }
 }
 
@@ -26,6 +31,9 @@ fn point_mismatch(e: &PointAnswer, a: &PointAnswer) -> Option<String> {
 
 fn trace_mismatch(e: &TraceAnswer, a: &TraceAnswer) -> Option<String> {
     let mut diffs = Vec::new();
+    if e.entity.is_some() && e.entity != a.entity {
+        diffs.push(format!("entity {:?} != {:?}", a.entity, e.entity));
+    }
     if e.startsolid != a.startsolid {
         diffs.push(format!("startsolid {} != {}", a.startsolid, e.startsolid));
     }

@@ -5,6 +5,7 @@
 
 use crate::compile::{compile_q3, CompileError, CompileOptions};
 use crate::math::Vec3;
+use crate::source::entities::{self, Entity};
 use crate::source::{pk3, q3bsp, Q3Bsp, SourceError};
 use crate::trace::accel::{self, Accel};
 use crate::trace::{self, BatchOptions, Kernel, TraceQuery, TraceResult};
@@ -265,6 +266,9 @@ pub struct Map {
     accel: Accel,
     /// Inline models `*1`…`*N`, each a world of its own.
     models: Vec<Map>,
+    /// The entity lump, parsed once when the world is loaded (which is
+    /// also how a compiled file's entities section is validated).
+    entities: Vec<Entity>,
 }
 
 impl std::fmt::Debug for Map {
@@ -302,6 +306,11 @@ impl Map {
             Storage::Built(data) => &data.info,
             Storage::File { meta, .. } => &meta.info,
         }
+    }
+
+    /// The map's entities, in file order (see [`crate::source::entities`]).
+    pub fn entities(&self) -> &[Entity] {
+        &self.entities
     }
 
     /// The world's bounds (`mins`, `maxs`).
@@ -412,11 +421,13 @@ impl Map {
                 })
             })
             .collect::<Result<_, _>>()?;
+        let entities = entities::parse(&data.entities).map_err(FormatError::Entities)?;
         let accel = accel::build(&data.view());
         Ok(Self {
             storage: Storage::Built(Box::new(data)),
             accel,
             models,
+            entities,
         })
     }
 
@@ -426,6 +437,7 @@ impl Map {
         let meta = format::read_meta(raw, &layout)?;
         let world = format::view(raw, &layout, &meta)?;
         validate(&world)?;
+        let entities = format::read_entities(raw, &layout)?;
         let accel = accel::build(&world);
         Ok(Self {
             storage: Storage::File {
@@ -435,6 +447,7 @@ impl Map {
             },
             accel,
             models: Vec::new(),
+            entities,
         })
     }
 

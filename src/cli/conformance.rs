@@ -3,8 +3,8 @@
 use super::WorldArgs;
 use anyhow::Context;
 use bspq::conformance::{mismatch, read_lines};
-use bspq::query::{answer, Answer, QueryLine};
-use bspq::trace::Scratch;
+use bspq::query::{answer, Answer, QueryError, QueryLine, SceneStream};
+use bspq::trace::{BatchOptions, Scratch};
 use clap::Args;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -30,7 +30,7 @@ pub struct ConformanceArgs {
 }
 
 /// The query sets of an oracle folder, run when `--sets` is not given.
-const DEFAULT_SETS: [&str; 4] = ["rays", "boxes", "points", "extras"];
+const DEFAULT_SETS: [&str; 5] = ["rays", "boxes", "points", "extras", "scene"];
 
 fn find(dir: &Path, stem: &str) -> Option<PathBuf> {
     [format!("{stem}.gz"), stem.to_owned()]
@@ -56,8 +56,10 @@ fn read_kinds(oracle: &Path) -> anyhow::Result<HashMap<String, Vec<String>>> {
             }
         }
     }
-    if let Some(path) = find(oracle, "extras.kinds.txt") {
-        kinds.insert("extras".into(), read(&path)?);
+    for set in ["extras", "scene"] {
+        if let Some(path) = find(oracle, &format!("{set}.kinds.txt")) {
+            kinds.insert(set.into(), read(&path)?);
+        }
     }
     Ok(kinds)
 }
@@ -121,13 +123,30 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
         let mut failures: BTreeMap<String, usize> = BTreeMap::new();
         let mut shown = 0;
         let mut matched = 0;
+        // Scene sets are a stream: `{"entities":[…]}` lines set the scene
+        // of the queries after them.
+        let mut stream = SceneStream::new(&loaded);
+        let streamed: Vec<Result<Answer, QueryError>> = if set == "scene" {
+            let lines = queries.iter().map(|q| QueryLine::parse(q)).collect();
+            stream.answer(lines, &BatchOptions::with_threads(1))
+        } else {
+            Vec::new()
+        };
         for (i, (q, e)) in queries.iter().zip(&expected).enumerate() {
-            let query = QueryLine::parse(q)
-                .and_then(|l| l.validate())
-                .with_context(|| format!("{set} line {}", i + 1))?;
             let exp: Answer =
                 serde_json::from_str(e).with_context(|| format!("{set} answer {}", i + 1))?;
-            let got = answer(&world, &mut scratch, &query);
+            let (query, got) = match streamed.get(i) {
+                Some(got) => (None, got.clone()),
+                None => {
+                    let query = QueryLine::parse(q).and_then(|l| l.validate());
+                    let got = match &query {
+                        Ok(query) => Ok(answer(&world, &mut scratch, query)),
+                        Err(e) => Err(e.clone()),
+                    };
+                    (query.ok(), got)
+                }
+            };
+            let got = got.with_context(|| format!("{set} line {}", i + 1))?;
             match mismatch(&exp, &got) {
                 None => matched += 1,
                 Some(why) => {
@@ -139,7 +158,7 @@ pub fn run(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
                             out,
                             "  {set}#{} [{kind}] {why}\n    query    {q}\n    expected {e}\n    got      {}", i + 1, got.to_json())?;
                         // Every brush the trace touches, clipped alone: shows ties at a glance.
-                        if let bspq::query::Query::Trace(t) = &query {
+                        if let Some(bspq::query::Query::Trace(t)) = &query {
                             for c in bspq::trace::brush_contacts(&world, t) {
                                 let r = &c.result;
                                 writeln!(

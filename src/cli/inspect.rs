@@ -1,11 +1,13 @@
 //! `bspq inspect`: what a world holds, and for compiled files how they are laid out.
 
 use super::{BevelArgs, WorldArgs};
+use anyhow::Context;
 use bspq::trace::accel::bvh::{
     EMPTY_SLOT, LOOSE_FACET, PATCH, PRIMITIVE, RAY_FACET, SMALL_BOX_HALF,
 };
 use bspq::world::format;
 use clap::Args;
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -25,6 +27,11 @@ pub struct InspectArgs {
     no_curves: bool,
     #[command(flatten)]
     bevels: BevelArgs,
+    /// Print only the map's entities: a JSON list of objects, one per
+    /// entity, keys in file order (of a key given twice, the first value),
+    /// as the server's GET /v1/worlds/NAME/entities answers.
+    #[arg(long)]
+    entities: bool,
 }
 
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
@@ -33,6 +40,9 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         no_curves: args.no_curves,
         bevels: args.bevels,
     };
+    if args.entities {
+        return print_entities(&world_args);
+    }
     let spec = bspq::map::WorldSpec::parse(&world_args.world);
     let mut checksum_ok = true;
     if spec.member.is_none() {
@@ -88,6 +98,12 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         );
     }
     println!("bounds           {:?} .. {:?}", world.mins, world.maxs);
+    let entities = loaded.entities();
+    println!(
+        "entities         {} ({} key/value pairs; --entities prints them)",
+        entities.len(),
+        entities.iter().map(|e| e.pairs.len()).sum::<usize>()
+    );
     println!(
         "source brushes   {} ({} sides)",
         info.source_brushes, info.source_brush_sides
@@ -217,6 +233,17 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Prints the world's entities as JSON (loading it as every command does,
+/// so a world whose entities do not parse is refused here too).
+fn print_entities(world_args: &WorldArgs) -> anyhow::Result<ExitCode> {
+    let loaded = world_args.open()?;
+    let mut out = super::report_out();
+    serde_json::to_writer_pretty(&mut out, loaded.entities())
+        .context("cannot write the entities")?;
+    writeln!(out).context("cannot write the entities")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints the header and section table; returns whether the checksum holds.

@@ -3,13 +3,11 @@
 
 use super::WorldArgs;
 use anyhow::Context;
-use bspq::map::Map;
 use bspq::proto::v1 as pb;
 use bspq::query::{
-    answer_all, answer_all_in_scene, error_json, error_line, query_lines, Answer, HitAnswer,
-    PointAnswer, Query, QueryError, QueryLine, Request, SceneAnswer, TraceAnswer,
+    error_json, error_line, query_lines, Answer, HitAnswer, PointAnswer, Query, QueryError,
+    QueryLine, Request, SceneStream, TraceAnswer,
 };
-use bspq::scene::{PlacedScene, Scene};
 use bspq::trace::BatchOptions;
 use clap::Args;
 use std::collections::HashMap;
@@ -37,7 +35,6 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
         return run_remote(server, &args.world.world, args.batch);
     }
     let map = args.world.open()?;
-    let world = map.view();
     let options = args
         .threads
         .map_or_else(BatchOptions::default, BatchOptions::with_threads);
@@ -45,71 +42,27 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     let mut out = super::answers_out();
     let mut failed = 0usize;
     let mut lines = query_lines(stdin).enumerate();
-    // Set by `{"entities":[…]}` lines; queries after one are traced with it.
-    let mut scene: Option<PlacedScene> = None;
+    // `{"entities":[…]}` lines set the scene of the lines after them.
+    let mut stream = SceneStream::new(&map);
     loop {
-        let chunk: Vec<(usize, Result<Line, QueryError>)> = next_chunk(&mut lines, args.batch)?
-            .into_iter()
-            .map(|(index, line)| (index, line.and_then(|line| parse_line(&line, &map))))
-            .collect();
+        let chunk = next_chunk(&mut lines, args.batch)?;
         if chunk.is_empty() {
             break;
         }
-        // Runs of queries between scene lines are answered as batches.
-        let mut start = 0;
-        while start < chunk.len() {
-            let end = chunk[start..]
-                .iter()
-                .position(|(_, line)| matches!(line, Ok(Line::Scene(_))))
-                .map_or(chunk.len(), |k| start + k);
-            let run = &chunk[start..end];
-            let queries: Vec<(Request, u32)> = run
-                .iter()
-                .filter_map(|(_, line)| match line {
-                    Ok(Line::Query(request, pass)) => Some((request.clone(), *pass)),
-                    _ => None,
-                })
-                .collect();
-            let answers = match &scene {
-                Some(placed) => answer_all_in_scene(&map, placed, &queries, &options),
-                None => {
-                    let requests: Vec<Request> = queries.into_iter().map(|(r, _)| r).collect();
-                    answer_all(&world, &requests, &options)
-                }
-            };
-            let mut answers = answers.into_iter();
-            for (index, line) in run {
-                match line {
-                    Ok(_) => {
-                        let a = answers
-                            .next()
-                            .context("the batch gave fewer answers than queries")?;
-                        writeln!(out, "{}", a.to_json())?;
-                    }
-                    Err(err) => {
-                        failed += 1;
-                        eprintln!("bspq: line {}: {err}", index + 1);
-                        writeln!(out, "{}", error_json(err, *index))?;
-                    }
+        let indices: Vec<usize> = chunk.iter().map(|(index, _)| *index).collect();
+        let parsed = chunk
+            .into_iter()
+            .map(|(_, line)| line.and_then(|text| QueryLine::parse(&text)))
+            .collect();
+        for (index, answer) in indices.into_iter().zip(stream.answer(parsed, &options)) {
+            match answer {
+                Ok(a) => writeln!(out, "{}", a.to_json())?,
+                Err(err) => {
+                    failed += 1;
+                    eprintln!("bspq: line {}: {err}", index + 1);
+                    writeln!(out, "{}", error_json(&err, index))?;
                 }
             }
-            if let Some((_, Ok(Line::Scene(next)))) = chunk.get(end) {
-                let placed = PlacedScene::new(&map, next);
-                let answer = placed.as_ref().map(|p| SceneAnswer { entities: p.len() });
-                match answer {
-                    Ok(a) => writeln!(out, "{}", Answer::Scene(a).to_json())?,
-                    Err(err) => {
-                        let err = QueryError::Scene(err.clone());
-                        failed += 1;
-                        eprintln!("bspq: line {}: {err}", chunk[end].0 + 1);
-                        writeln!(out, "{}", error_json(&err, chunk[end].0))?;
-                    }
-                }
-                if let Ok(p) = placed {
-                    scene = Some(p);
-                }
-            }
-            start = end + 1;
         }
     }
     out.flush()?;
@@ -118,21 +71,6 @@ pub fn run(args: TraceArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// A line checked: a query with its `pass`, or a scene to trace the next
-/// lines with.
-enum Line {
-    Query(Request, u32),
-    Scene(Scene),
-}
-
-fn parse_line(text: &str, map: &Map) -> Result<Line, QueryError> {
-    let line = QueryLine::parse(text)?;
-    if let Some(scene) = line.scene() {
-        return scene.map(Line::Scene);
-    }
-    Ok(Line::Query(line.request_in(&map.view())?, line.pass()?))
 }
 
 /// An input line and its (0-based) line number: its text, or why it has none.

@@ -149,6 +149,7 @@ fn compile_model(
     world.shape_bevels = shape_bevels;
     if model == 0 {
         source_tree::collect(bsp, &mut world);
+        world.entities = bsp.entities.clone();
     } else {
         source_tree::single_leaf(&mut world);
     }

@@ -12,6 +12,7 @@ mod scene;
 use crate::scene::{Scene, SceneError};
 pub use scene::{
     answer_all_in_scene, answer_in_scene, pass_of, scene_of, BoxLine, EntityLine, SceneAnswer,
+    SceneStream,
 };
 use thiserror::Error;
 

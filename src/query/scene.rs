@@ -2,7 +2,7 @@
 //! the following lines are traced with, and queries name the entity making
 //! the move with `"pass"`.
 
-use super::{Answer, HitAnswer, PointAnswer, Query, QueryError, Request, TraceAnswer};
+use super::{Answer, HitAnswer, PointAnswer, Query, QueryError, QueryLine, Request, TraceAnswer};
 use crate::map::Map;
 use crate::math::Vec3;
 use crate::scene::{
@@ -170,6 +170,77 @@ pub fn answer_all_in_scene(
         let (request, pass) = &requests[i];
         answer_in_scene(world, scene, scratch, request, *pass)
     })
+}
+
+/// Answers query lines in order as a stream in which `{"entities":[…]}`
+/// lines set the scene of the lines after them (a line that fails leaves
+/// the scene as it was). Runs of queries between scene lines are answered
+/// as batches; without a scene, exactly as [`super::answer_all`] does.
+pub struct SceneStream<'m> {
+    map: &'m Map,
+    scene: Option<PlacedScene<'m>>,
+}
+
+impl<'m> SceneStream<'m> {
+    pub fn new(map: &'m Map) -> Self {
+        Self { map, scene: None }
+    }
+
+    /// The answers to `lines`, one per line, in order.
+    pub fn answer(
+        &mut self,
+        lines: Vec<Result<QueryLine, QueryError>>,
+        options: &crate::trace::BatchOptions,
+    ) -> Vec<Result<Answer, QueryError>> {
+        let world = self.map.view();
+        let mut out = Vec::with_capacity(lines.len());
+        let mut run: Vec<Result<(Request, u32), QueryError>> = Vec::new();
+        for line in lines {
+            let scene = match &line {
+                Ok(line) => line.scene(),
+                Err(_) => None,
+            };
+            let Some(scene) = scene else {
+                run.push(line.and_then(|line| Ok((line.request_in(&world)?, line.pass()?))));
+                continue;
+            };
+            self.flush(&mut run, options, &mut out);
+            let placed = scene
+                .and_then(|scene| PlacedScene::new(self.map, &scene).map_err(QueryError::Scene));
+            out.push(placed.map(|placed| {
+                let entities = placed.len();
+                self.scene = Some(placed);
+                Answer::Scene(SceneAnswer { entities })
+            }));
+        }
+        self.flush(&mut run, options, &mut out);
+        out
+    }
+
+    /// Answers the queries gathered since the last scene line.
+    fn flush(
+        &self,
+        run: &mut Vec<Result<(Request, u32), QueryError>>,
+        options: &crate::trace::BatchOptions,
+        out: &mut Vec<Result<Answer, QueryError>>,
+    ) {
+        let valid: Vec<(Request, u32)> = run.iter().filter_map(|r| r.clone().ok()).collect();
+        let answers = match &self.scene {
+            Some(placed) => answer_all_in_scene(self.map, placed, &valid, options),
+            None => {
+                let requests: Vec<Request> = valid.into_iter().map(|(r, _)| r).collect();
+                super::answer_all(&self.map.view(), &requests, options)
+            }
+        };
+        let mut answers = answers.into_iter();
+        for r in run.drain(..) {
+            out.push(r.and_then(|_| {
+                answers.next().ok_or_else(|| {
+                    QueryError::Malformed("the batch gave fewer answers than queries".into())
+                })
+            }));
+        }
+    }
 }
 
 impl From<SceneError> for QueryError {

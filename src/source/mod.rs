@@ -1,5 +1,6 @@
 //! World sources: Quake 3 BSP files, optionally inside `.pk3` (zip) archives.
 
+pub mod entities;
 pub mod pk3;
 pub mod q3bsp;
 
@@ -41,10 +42,20 @@ pub enum SourceError {
     NoWorldModel,
     #[error("patch surface {surface} is invalid: {reason}")]
     BadPatch { surface: u32, reason: String },
+    // (The message holds the cause's; it is not also the `source()`, so a
+    // chain printed in full says it once.)
+    #[error("entity lump: {0}")]
+    Entities(entities::EntityError),
     #[error("pk3 archive: {0}")]
     Archive(String),
     #[error("pk3 archive has no member {0:?}")]
     NoSuchMember(String),
     #[error("pk3 member {name:?} is larger than the limit of {limit} bytes")]
     MemberTooLarge { name: String, limit: u64 },
+}
+
+impl From<entities::EntityError> for SourceError {
+    fn from(error: entities::EntityError) -> Self {
+        SourceError::Entities(error)
+    }
 }

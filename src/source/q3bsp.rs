@@ -102,7 +102,9 @@ pub struct Patch {
 /// The parts of an IBSP file that collision needs, all indices validated.
 #[derive(Debug, Clone)]
 pub struct Q3Bsp {
-    pub entities: String,
+    /// The entity lump's text: its bytes up to the first NUL, checked to
+    /// parse ([`super::entities`]).
+    pub entities: Vec<u8>,
     pub shaders: Vec<Shader>,
     pub planes: Vec<BspPlane>,
     pub nodes: Vec<Node>,
@@ -250,7 +252,7 @@ impl Q3Bsp {
     /// Parses and validates an IBSP v46 file held in memory.
     pub fn parse(bytes: &[u8]) -> Result<Self, SourceError> {
         let lumps = Lumps::parse(bytes)?;
-        let entities = load_entities(&lumps);
+        let entities = load_entities(&lumps)?;
         let shaders = load_shaders(&lumps)?;
         let planes = load_planes(&lumps)?;
         let brush_sides = load_brush_sides(&lumps, planes.len(), shaders.len())?;
@@ -318,10 +320,12 @@ impl Q3Bsp {
     }
 }
 
-fn load_entities(lumps: &Lumps) -> String {
-    let raw = lumps.raw(lump::ENTITIES);
-    let text = raw.split(|&b| b == 0).next().unwrap_or(&[]);
-    String::from_utf8_lossy(text).into_owned()
+/// The entity text, refused here when it does not parse: the game would
+/// not spawn the map either, and a map is refused before it is compiled.
+fn load_entities(lumps: &Lumps) -> Result<Vec<u8>, SourceError> {
+    let text = super::entities::text(lumps.raw(lump::ENTITIES));
+    super::entities::parse(text)?;
+    Ok(text.to_vec())
 }
 
 const SHADER_SIZE: usize = 72;

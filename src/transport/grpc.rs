@@ -437,6 +437,37 @@ impl Collision for GrpcCollision {
         Ok(Response::new(world_info(d)))
     }
 
+    async fn get_entities(
+        &self,
+        request: Request<pb::GetEntitiesRequest>,
+    ) -> Result<Response<pb::GetEntitiesResponse>, Status> {
+        let version = self
+            .0
+            .service
+            .world(&request.get_ref().name)
+            .map_err(|e| self.0.rejected(&e))?;
+        let entities = version
+            .world
+            .entities()
+            .iter()
+            .map(|e| pb::Entity {
+                pairs: e
+                    .pairs
+                    .iter()
+                    .map(|(key, value)| pb::EntityPair {
+                        key: key.clone(),
+                        value: value.clone(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(Response::new(pb::GetEntitiesResponse {
+            world: version.name.clone(),
+            version: version.version,
+            entities,
+        }))
+    }
+
     type WatchWorldsStream = BoxStream<pb::WorldVersionEvent>;
 
     async fn watch_worlds(

@@ -60,6 +60,7 @@ pub fn router(state: HttpState) -> Router {
             "/v1/worlds/{name}",
             get(get_world).merge(upload).merge(unload),
         )
+        .route("/v1/worlds/{name}/entities", get(get_entities))
         .route(
             "/v1/worlds/{name}/trace",
             get(trace_get)
@@ -220,6 +221,17 @@ async fn get_world(
     WorldName(name): WorldName,
 ) -> Result<Response, ApiError> {
     Ok(Json(state.service.describe(&name)?).into_response())
+}
+
+/// `GET /v1/worlds/{name}/entities`: the serving version's entities, a
+/// JSON list of objects with their keys in file order (of a key given twice
+/// in one entity, the first value).
+async fn get_entities(
+    State(state): State<HttpState>,
+    WorldName(name): WorldName,
+) -> Result<Response, ApiError> {
+    let version = state.service.world(&name)?;
+    Ok(Json(version.world.entities()).into_response())
 }
 
 /// Runs CPU-heavy work off the reactor.

@@ -5,7 +5,7 @@
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `BSPQWRLD` |
-//! | 8 | 4 | format version (u32, currently 1) |
+//! | 8 | 4 | format version (u32, currently 2; this build reads only 2) |
 //! | 12 | 4 | header length (u32, 64) |
 //! | 16 | 4 | section count (u32, at most [`MAX_SECTIONS`]) |
 //! | 20 | 4 | flags (u32; bit 0: patches compiled in; bit 1: shape bevel sections present; bit 2: source tree sections present) |
@@ -18,9 +18,27 @@
 //! count: u64, reserved: u64` (32 bytes). Every section starts at a multiple
 //! of 16 and holds `count` records of `record_size` bytes, which must equal the
 //! size of the record type of its kind (see [`SectionKind`] and the
-//! `#[repr(C)]` structs in [`crate::world`]). Each kind appears at most once; kinds 1–12 always.
-//! The `Meta` section is UTF-8 JSON ([`FileMeta`]); all others are arrays of
-//! plain records that the loader casts in place, without parsing.
+//! `#[repr(C)]` structs in [`crate::world`]). Each kind appears at most once;
+//! kinds 1–12 and 17 always. The `Meta` section is UTF-8 JSON
+//! ([`FileMeta`]) and `Entities` is text; all others are arrays of plain
+//! records that the loader casts in place, without parsing.
+//!
+//! ## The entity lump (section 17, since version 2)
+//!
+//! | kind | name | record | count |
+//! |---|---|---|---|
+//! | 17 | `entities` | byte | the text's length |
+//!
+//! The source map's entity lump as it was: its bytes up to the first NUL
+//! (none when the map has no entities), so the entities of a world are the
+//! same whether it was loaded from the map or from this file. The raw text
+//! rather than a parsed form: it keeps the map's bytes exactly (Latin-1,
+//! comments, duplicate keys and all), one parser
+//! ([`crate::source::entities`]) gives both sources their meaning, and
+//! there is no second encoding to keep in step. The loader parses it and
+//! refuses the file ([`FormatError::Entities`]) when it does not parse.
+//! Version 1 files, which lack it, are refused as an unsupported version:
+//! recompile them from their maps.
 //!
 //! ## Onion hulls (optional sections 13–16)
 //!
@@ -39,8 +57,7 @@
 //! (its leaves are cells that are wholly inside or outside every expanded
 //! brush of every hull); every leaf keeps its ordinary record too, so rays
 //! and boxes answer as in a world without hulls. A world without hulls has
-//! none of these sections and is byte for byte what earlier builds wrote;
-//! a file with them is rejected by builds that predate them (unknown kind).
+//! none of these sections.
 //!
 //! ## Shape bevels (optional sections 32–33)
 //!
@@ -80,12 +97,13 @@ use super::{
     Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World, WorldData,
     WorldInfo,
 };
+use crate::source::entities::{self, Entity, EntityError};
 use bytemuck::Pod;
 use std::ops::Range;
 use thiserror::Error;
 
 pub const MAGIC: &[u8; 8] = b"BSPQWRLD";
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 pub const HEADER_LEN: usize = 64;
 pub const SECTION_ENTRY_LEN: usize = 32;
 pub const SECTION_ALIGN: usize = 16;
@@ -118,6 +136,7 @@ pub enum SectionKind {
     HullLeaves = 14,
     HullLeafBrushes = 15,
     HullLeafPatches = 16,
+    Entities = 17,
     ShapeBevelRanges = 32,
     ShapeBevels = 33,
     SourceNodes = 34,
@@ -126,7 +145,8 @@ pub enum SectionKind {
     SourceLeafPatches = 37,
 }
 
-pub const ALL_SECTIONS: [SectionKind; 12] = [
+/// The sections every file has.
+pub const ALL_SECTIONS: [SectionKind; 13] = [
     SectionKind::Meta,
     SectionKind::Planes,
     SectionKind::Brushes,
@@ -139,6 +159,7 @@ pub const ALL_SECTIONS: [SectionKind; 12] = [
     SectionKind::PatchPlanes,
     SectionKind::Facets,
     SectionKind::FacetBorders,
+    SectionKind::Entities,
 ];
 
 /// The onion-hull sections: present (all four) exactly when the world
@@ -185,6 +206,7 @@ impl SectionKind {
             SectionKind::PatchPlanes => "patch_planes",
             SectionKind::Facets => "facets",
             SectionKind::FacetBorders => "facet_borders",
+            SectionKind::Entities => "entities",
             SectionKind::LeafHullSolid => "leaf_hull_solid",
             SectionKind::HullLeaves => "hull_leaves",
             SectionKind::HullLeafBrushes => "hull_leaf_brushes",
@@ -202,7 +224,7 @@ impl SectionKind {
     pub fn record_size(self) -> usize {
         use std::mem::size_of;
         match self {
-            SectionKind::Meta => 1,
+            SectionKind::Meta | SectionKind::Entities => 1,
             SectionKind::Planes => size_of::<Plane>(),
             SectionKind::Brushes => size_of::<Brush>(),
             SectionKind::BrushSides => size_of::<BrushSide>(),
@@ -241,7 +263,9 @@ pub enum FormatError {
     TooShort(usize),
     #[error("not a compiled bspq world (bad magic)")]
     BadMagic,
-    #[error("unsupported compiled world format version {0} (this build reads {FORMAT_VERSION})")]
+    #[error(
+        "unsupported compiled world format version {0} (this build reads {FORMAT_VERSION}: compile the map again with `bspq compile`)"
+    )]
     UnsupportedVersion(u32),
     #[error("header: {0}")]
     BadHeader(String),
@@ -257,6 +281,8 @@ pub enum FormatError {
     Invalid(String),
     #[error("invalid onion hulls: {0}")]
     InvalidHulls(String),
+    #[error("entities section: {0}")]
+    Entities(EntityError),
 }
 
 /// Where one section lies in the file.
@@ -457,6 +483,11 @@ pub fn read_meta(bytes: &[u8], layout: &Layout) -> Result<FileMeta, FormatError>
     serde_json::from_slice(raw).map_err(|e| FormatError::BadMeta(e.to_string()))
 }
 
+/// Reads the entities section of a parsed file.
+pub fn read_entities(bytes: &[u8], layout: &Layout) -> Result<Vec<Entity>, FormatError> {
+    entities::parse(&bytes[layout.range(SectionKind::Entities)]).map_err(FormatError::Entities)
+}
+
 /// Casts one section in place. `bytes` must be at least 4-byte aligned (the
 /// loader's buffers are), and the layout was checked by [`parse_layout`].
 pub fn section<'a, T: Pod>(
@@ -575,8 +606,9 @@ pub fn write(world: &WorldData) -> Vec<u8> {
             world.facet_borders.len(),
             bytemuck::cast_slice(&world.facet_borders),
         ),
+        (SectionKind::Entities, world.entities.len(), &world.entities),
     ];
-    // Worlds without hulls are written exactly as before hulls existed.
+    // Worlds without hulls have no hull sections.
     if !world.info.hulls.is_empty() {
         bodies.extend([
             (

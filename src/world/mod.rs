@@ -226,6 +226,10 @@ pub struct OnionInfo {
 #[derive(Debug, Clone, Default)]
 pub struct WorldData {
     pub info: WorldInfo,
+    /// The source map's entity lump: its text up to the first NUL, as the
+    /// map holds it ([`crate::source::entities`] parses it). The kernel
+    /// never reads it, so [`World`] does not carry it.
+    pub entities: Vec<u8>,
     pub planes: Vec<Plane>,
     pub brushes: Vec<Brush>,
     pub brush_sides: Vec<BrushSide>,

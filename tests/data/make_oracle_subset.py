@@ -10,7 +10,9 @@ For each committed map (tests/data/maps/*.bsp that has an oracle folder):
 - rays, boxes, points: every STEP-th line (lines 0, STEP, 2*STEP, ... — 2 000
   of 20 000), with the matching lines of every expected file (curves on and
   off) and of kinds.txt (its "# rays" / "# boxes" header lines are kept);
-- extras: every line, with extras.kinds.txt and both expected files.
+- extras: every line, with extras.kinds.txt and both expected files;
+- scene: every scene line ({"entities":[…]}) and every STEP-th query line,
+  with the matching lines of both expected files and of scene.kinds.txt.
 Output is gzip with mtime 0, so reruns are byte-identical.
 """
 
@@ -44,6 +46,8 @@ def subset_map(src, dst):
         if not name.endswith(".jsonl.gz"):
             continue
         set_name = name.split(".", 1)[0]
+        if set_name in ("scene", "moves"):
+            continue
         lines = read(os.path.join(src, name))
         if set_name in SAMPLED_SETS:
             out = lines[::STEP]
@@ -72,7 +76,28 @@ def subset_map(src, dst):
         out.extend(sections[set_name][::STEP])
     write(os.path.join(dst, "kinds.txt.gz"), out)
     write(os.path.join(dst, "extras.kinds.txt.gz"), read(os.path.join(src, "extras.kinds.txt.gz")))
+    picked["scene"] = subset_scene(src, dst)
     return picked
+
+
+def subset_scene(src, dst):
+    """Scene lines all kept (each sets the scene of the lines after it)."""
+    queries = read(os.path.join(src, "scene.jsonl.gz"))
+    keep, seen = [], 0
+    for i, line in enumerate(queries):
+        if line.startswith('{"entities"'):
+            keep.append(i)
+        else:
+            if seen % STEP == 0:
+                keep.append(i)
+            seen += 1
+    for name in ("scene.jsonl.gz", "scene.expected.jsonl.gz",
+                 "scene.nocurves.expected.jsonl.gz", "scene.kinds.txt.gz"):
+        lines = read(os.path.join(src, name))
+        if len(lines) != len(queries):
+            raise SystemExit(f"{src}/{name}: {len(lines)} lines for {len(queries)} queries")
+        write(os.path.join(dst, name), [lines[i] for i in keep])
+    return (len(queries), len(keep))
 
 
 def main():

@@ -167,7 +167,8 @@ fn cli_compile_writes_atomically_and_inspect_reports_the_layout() {
     assert!(inspect.status.success());
     let text = String::from_utf8_lossy(&inspect.stdout);
     for needle in [
-        "version 1",
+        "version 2",
+        "entities         ",
         "(xxh3-64) ok",
         "planes",
         "leaf_brushes",

@@ -1,0 +1,275 @@
+//! Scenes: the reference's server-side trace with entities (the committed
+//! subsets of its answers, curves on and off), the same answers whatever
+//! the batching and threads, entities that change nothing where nothing
+//! meets them, and bad entities refused with the entity's index.
+
+use crate::common;
+
+use bspq::conformance::mismatch;
+use bspq::map::Map;
+use bspq::query::{Answer, QueryError, QueryLine, SceneStream};
+use bspq::trace::BatchOptions;
+use common::{load_set, load_world, MAPS};
+use std::fmt::Write as _;
+
+/// Answers scene lines as one stream, fed `chunk` lines at a time.
+fn stream(map: &Map, lines: &[String], chunk: usize, threads: usize) -> Vec<String> {
+    let mut stream = SceneStream::new(map);
+    let options = BatchOptions::with_threads(threads);
+    lines
+        .chunks(chunk)
+        .flat_map(|part| {
+            let parsed = part.iter().map(|l| QueryLine::parse(l)).collect();
+            stream.answer(parsed, &options)
+        })
+        .map(|a| match a {
+            Ok(a) => a.to_json(),
+            Err(e) => panic!("a committed scene line was refused: {e}"),
+        })
+        .collect()
+}
+
+fn check_map(map: &str, curves: bool) {
+    let world = load_world(map, curves);
+    let data = load_set(map, "scene", curves);
+    let got = stream(&world, &data.queries, 512, 2);
+    let mut failed = 0;
+    let mut details = String::new();
+    for (i, (g, e)) in got.iter().zip(&data.expected).enumerate() {
+        let expected: Answer = serde_json::from_str(e).unwrap();
+        let answer: Answer = serde_json::from_str(g).unwrap();
+        if let Some(why) = mismatch(&expected, &answer) {
+            failed += 1;
+            if failed <= 8 {
+                let _ = write!(
+                    details,
+                    "\n  line {} [{}]: {why}\n    query    {}\n    expected {e}\n    got      {g}",
+                    i + 1,
+                    data.kinds[i],
+                    data.queries[i]
+                );
+            }
+        }
+    }
+    assert_eq!(
+        failed,
+        0,
+        "{map} (curves {curves}): {failed} of {} scene answers differ from the reference:{details}",
+        got.len()
+    );
+}
+
+#[test]
+fn scenes_match_the_reference_curves_on() {
+    for map in MAPS {
+        check_map(map, true);
+    }
+}
+
+#[test]
+fn scenes_match_the_reference_curves_off() {
+    for map in MAPS {
+        check_map(map, false);
+    }
+}
+
+#[test]
+fn batching_and_threads_do_not_change_a_bit() {
+    let world = load_world("q3dm6ish", true);
+    let lines = load_set("q3dm6ish", "scene", true).queries;
+    let one = stream(&world, &lines, lines.len(), 1);
+    for (chunk, threads) in [(1, 1), (7, 2), (300, 2)] {
+        assert_eq!(
+            stream(&world, &lines, chunk, threads),
+            one,
+            "chunks of {chunk}, {threads} threads"
+        );
+    }
+}
+
+/// Scene lines with one more entity that no query comes near: every answer
+/// stays the same (the scene line's own answer counts one more entity).
+#[test]
+fn an_entity_where_nothing_is_changes_nothing() {
+    let world = load_world("oa_ctf2", true);
+    let lines = load_set("oa_ctf2", "scene", true).queries;
+    let with_far: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let mut line: serde_json::Value = serde_json::from_str(l).unwrap();
+            let Some(entities) = line.get_mut("entities").and_then(|e| e.as_array_mut()) else {
+                return l.clone();
+            };
+            let used: Vec<u64> = entities.iter().filter_map(|e| e["id"].as_u64()).collect();
+            let free = (0..1022).find(|id| !used.contains(id)).unwrap();
+            entities.push(serde_json::json!({
+                "id": free,
+                "box": {"mins": [-64, -64, -64], "maxs": [64, 64, 64]},
+                "origin": [900000, 900000, 900000],
+                "contents": 4294967295u32,
+            }));
+            line.to_string()
+        })
+        .collect();
+    let plain = stream(&world, &lines, 256, 2);
+    let more = stream(&world, &with_far, 256, 2);
+    for (i, (a, b)) in plain.iter().zip(&more).enumerate() {
+        if lines[i].starts_with(r#"{"entities""#) {
+            continue;
+        }
+        assert_eq!(a, b, "line {}: {}", i + 1, lines[i]);
+    }
+}
+
+/// With an empty scene every trace answers as the world alone, naming the
+/// world when it stops the move and nothing otherwise.
+#[test]
+fn an_empty_scene_answers_as_the_world() {
+    let world = load_world("aggressor", true);
+    let data = load_set("aggressor", "rays", true);
+    let mut lines = vec![r#"{"entities":[]}"#.to_owned()];
+    lines.extend(data.queries.iter().cloned());
+    let got = stream(&world, &lines, 1000, 2);
+    assert_eq!(got[0], r#"{"entities":0}"#);
+    let mut scratch = bspq::trace::Scratch::new();
+    for (q, g) in data.queries.iter().zip(&got[1..]) {
+        let alone = bspq::query::answer(&world.view(), &mut scratch, &common::parse_query(q));
+        let (Answer::Trace(alone), Ok(Answer::Trace(scened))) = (alone, serde_json::from_str(g))
+        else {
+            panic!("not traces: {g}");
+        };
+        let entity = if alone.fraction < 1.0 { 1022 } else { 1023 };
+        assert_eq!(scened.entity, Some(entity), "{q}");
+        assert_eq!(
+            Answer::Trace(alone).to_json(),
+            Answer::Trace(bspq::query::TraceAnswer {
+                entity: None,
+                ..scened
+            })
+            .to_json(),
+            "{q}"
+        );
+    }
+}
+
+#[test]
+fn bad_entities_are_refused_naming_the_entity() {
+    let world = load_world("q3dm6ish", true);
+    let models = world.models().len();
+    let player = r#"{"id":1,"box":{"mins":[-15,-15,-24],"maxs":[15,15,32]},"origin":[0,0,0]}"#;
+    let cases = [
+        (
+            format!(
+                r#"{{"entities":[{player},{{"id":2,"model":"*{}"}}]}}"#,
+                models + 1
+            ),
+            "unknown_model",
+            "entity 1",
+        ),
+        (
+            format!(r#"{{"entities":[{player},{{"id":1022,"model":"*1"}}]}}"#),
+            "bad_entity_id",
+            "entity 1",
+        ),
+        (
+            format!(r#"{{"entities":[{player},{player}]}}"#),
+            "bad_entity_id",
+            "entity 1",
+        ),
+        (
+            r#"{"entities":[{"id":3,"box":{"mins":[1,0,0],"maxs":[0,1,1]}}]}"#.to_owned(),
+            "mins_above_maxs",
+            "entity 0",
+        ),
+        (
+            r#"{"entities":[{"id":3,"model":"*1","origin":[0,0,1e39]}]}"#.to_owned(),
+            "bad_coordinate",
+            "entity 0",
+        ),
+        (
+            r#"{"entities":[{"id":3,"model":"door"}]}"#.to_owned(),
+            "malformed_entity",
+            "entity 0",
+        ),
+        (
+            r#"{"entities":[{"id":3}]}"#.to_owned(),
+            "malformed_entity",
+            "entity 0",
+        ),
+        (
+            r#"{"entities":[],"start":[0,0,0],"end":[1,1,1]}"#.to_owned(),
+            "mixed_query",
+            "",
+        ),
+    ];
+    assert!(models > 0, "q3dm6ish has inline models");
+    for (line, code, names) in cases {
+        let mut stream = SceneStream::new(&world);
+        let answers = stream.answer(
+            vec![QueryLine::parse(&line)],
+            &BatchOptions::with_threads(1),
+        );
+        let err: &QueryError = answers[0]
+            .as_ref()
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {line}"));
+        assert_eq!(err.code(), code, "{line}: {err}");
+        assert!(err.to_string().contains(names), "{line}: {err}");
+    }
+}
+
+#[test]
+fn a_refused_scene_leaves_the_last_one() {
+    let world = load_world("q3dm6ish", true);
+    let lines = [
+        r#"{"entities":[{"id":5,"box":{"mins":[-16,-16,-16],"maxs":[16,16,16]},"origin":[0,0,0]}]}"#,
+        r#"{"entities":[{"id":5,"model":"*999"}]}"#,
+        r#"{"point":[0,0,0]}"#,
+    ];
+    let mut stream = SceneStream::new(&world);
+    let answers = stream.answer(
+        lines.iter().map(|l| QueryLine::parse(l)).collect(),
+        &BatchOptions::with_threads(1),
+    );
+    assert!(answers[1].is_err());
+    let Ok(Answer::Point(p)) = &answers[2] else {
+        panic!("{:?}", answers[2]);
+    };
+    assert_ne!(
+        p.contents & bspq::contents::CONTENTS_BODY,
+        0,
+        "the first scene's box holds the point"
+    );
+}
+
+/// A missile's box may be a point: a player's box sweep still meets it
+/// where the two boxes touch, backed off by 1/8 unit as every hit is.
+#[test]
+fn a_point_sized_box_is_met_by_a_box_sweep() {
+    let world = load_world("q3dm6ish", true);
+    let far = 500_000.0;
+    let lines = [
+        format!(
+            r#"{{"entities":[{{"id":7,"box":{{"mins":[0,0,0],"maxs":[0,0,0]}},"origin":[{far},0,0]}}]}}"#
+        ),
+        format!(
+            r#"{{"start":[{},0,0],"end":[{},0,0],"mins":[-15,-15,-24],"maxs":[15,15,32],"mask":33554433}}"#,
+            far - 100.0,
+            far + 100.0
+        ),
+        format!(
+            r#"{{"start":[{},0,0],"end":[{},0,0],"mask":33554433}}"#,
+            far - 100.0,
+            far + 100.0
+        ),
+    ];
+    let got = stream(&world, &lines, 3, 1);
+    let hit: bspq::query::TraceAnswer = serde_json::from_str(&got[1]).unwrap();
+    assert_eq!(hit.entity, Some(7));
+    assert_eq!(hit.fraction, (85.0 - 0.125) / 200.0);
+    assert_eq!(hit.normal, [-1.0, 0.0, 0.0]);
+    assert_eq!(hit.contents, bspq::contents::CONTENTS_BODY);
+    // A ray along the same line passes through a box of no size.
+    let ray: bspq::query::TraceAnswer = serde_json::from_str(&got[2]).unwrap();
+    assert_eq!((ray.fraction, ray.entity), (1.0, Some(1023)));
+}
