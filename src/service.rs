@@ -3,8 +3,11 @@
 //! HTTP status and a gRPC code. Transports convert wire types and call this.
 
 use crate::math::Vec3;
-use crate::query::{answer_all, Answer, Query, QueryError, QueryLine, Request};
+use crate::query::{
+    answer_all, scene_of, Answer, EntityLine, Query, QueryError, QueryLine, Request, SceneStream,
+};
 use crate::registry::{valid_world_name, Registry, WorldVersion};
+use crate::scene::PlacedScene;
 use crate::trace::{
     any_hit_queries, trace_queries, BatchOptions, BatchResults, TraceQuery, TraceResult,
 };
@@ -45,6 +48,9 @@ pub enum ServiceError {
     BadWorldName(String),
     #[error("query {index}: {error}")]
     BadQuery { index: usize, error: QueryError },
+    /// The request's own scene (not a scene line among its queries).
+    #[error("scene: {0}")]
+    BadScene(QueryError),
     #[error("{count} queries in one request; the limit is {limit}")]
     TooManyQueries { count: usize, limit: usize },
     #[error("{0}")]
@@ -94,7 +100,7 @@ impl ServiceError {
         match self {
             ServiceError::UnknownWorld(_) | ServiceError::NotServing { .. } => "unknown_world",
             ServiceError::BadWorldName(_) => "bad_world_name",
-            ServiceError::BadQuery { error, .. } => error.code(),
+            ServiceError::BadQuery { error, .. } | ServiceError::BadScene(error) => error.code(),
             ServiceError::TooManyQueries { .. } => "too_many_queries",
             ServiceError::Malformed(_) => "malformed_request",
             ServiceError::Unauthenticated => "unauthenticated",
@@ -115,6 +121,7 @@ impl ServiceError {
             ServiceError::UnknownWorld(_) | ServiceError::NotServing { .. } => (404, NOT_FOUND),
             ServiceError::BadWorldName(_)
             | ServiceError::BadQuery { .. }
+            | ServiceError::BadScene(_)
             | ServiceError::TooManyQueries { .. }
             | ServiceError::Malformed(_)
             | ServiceError::LoadFailed(_) => (400, INVALID_ARGUMENT),
@@ -322,6 +329,17 @@ pub struct WorldDescription {
     pub source_name: Option<String>,
     pub source_hash: Option<String>,
     pub counts: Option<Counts>,
+    /// The inline models `*1`…`*N` of the serving version.
+    pub models: Vec<ModelDescription>,
+}
+
+/// One inline model of a world, as a scene names it (`"*index"`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelDescription {
+    pub index: usize,
+    pub bounds: Bounds,
+    pub brushes: usize,
+    pub patches: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -384,8 +402,23 @@ impl Service {
     /// Validates a whole batch first (a bad query rejects the request), then
     /// answers it on the calling thread against one pinned world version.
     pub fn trace(&self, world: &str, lines: &[QueryLine]) -> Result<BatchAnswer, ServiceError> {
+        self.trace_in_scene(world, None, lines)
+    }
+
+    /// [`Service::trace`] with a scene: `entities` (when given) is the scene
+    /// of the first lines, and `{"entities":[…]}` lines replace it for the
+    /// lines after them. Trace answers then name the entity that gave them.
+    pub fn trace_in_scene(
+        &self,
+        world: &str,
+        entities: Option<&[EntityLine]>,
+        lines: &[QueryLine],
+    ) -> Result<BatchAnswer, ServiceError> {
         let version = self.world(world)?;
         self.check_count(lines.len())?;
+        if entities.is_some() || lines.iter().any(|l| l.entities.is_some()) {
+            return self.run_scene(&version, entities, lines);
+        }
         let world_view = version.world.view();
         let queries = crate::query::requests_in(lines, &world_view)
             .map_err(|(index, error)| ServiceError::BadQuery { index, error })?;
@@ -443,6 +476,41 @@ impl Service {
             return Err(ServiceError::TooManyQueries { count, limit });
         }
         Ok(())
+    }
+
+    /// Checks every line (and the body's scene), then answers them as a
+    /// scene stream against one pinned world version.
+    fn run_scene(
+        &self,
+        version: &WorldVersion,
+        entities: Option<&[EntityLine]>,
+        lines: &[QueryLine],
+    ) -> Result<BatchAnswer, ServiceError> {
+        let map = &version.world;
+        let mut stream = match entities {
+            None => SceneStream::new(map),
+            Some(entities) => {
+                // The body's scene: its errors name the entity, not a query.
+                let placed = scene_of(entities)
+                    .and_then(|scene| PlacedScene::new(map, &scene))
+                    .map_err(|e| ServiceError::BadScene(QueryError::Scene(e)))?;
+                SceneStream::with_scene(map, placed)
+            }
+        };
+        stream
+            .check(lines)
+            .map_err(|(index, error)| ServiceError::BadQuery { index, error })?;
+        let results = stream
+            .answer(lines.iter().cloned().map(Ok).collect(), &self.batch)
+            .into_iter()
+            .enumerate()
+            .map(|(index, answer)| answer.map_err(|error| ServiceError::BadQuery { index, error }))
+            .collect::<Result<_, _>>()?;
+        Ok(BatchAnswer {
+            world: version.name.clone(),
+            version: version.version,
+            results,
+        })
     }
 
     /// Runs validated queries against one version through the batch
@@ -536,6 +604,7 @@ impl Service {
             source_name: None,
             source_hash: None,
             counts: None,
+            models: Vec::new(),
         };
         if let Some(v) = current {
             let w = v.world.view();
@@ -557,6 +626,24 @@ impl Service {
                 leaves: w.leaves.len(),
                 bytes: v.world.data_bytes(),
             });
+            d.models = v
+                .world
+                .models()
+                .iter()
+                .enumerate()
+                .map(|(k, model)| {
+                    let m = model.world();
+                    ModelDescription {
+                        index: k + 1,
+                        bounds: Bounds {
+                            mins: m.mins,
+                            maxs: m.maxs,
+                        },
+                        brushes: m.info.source_brushes,
+                        patches: m.patches.len(),
+                    }
+                })
+                .collect();
         }
         Ok(d)
     }

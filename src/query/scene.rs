@@ -186,6 +186,32 @@ impl<'m> SceneStream<'m> {
         Self { map, scene: None }
     }
 
+    /// A stream that starts with `scene` (placed in the same map).
+    pub fn with_scene(map: &'m Map, scene: PlacedScene<'m>) -> Self {
+        Self {
+            map,
+            scene: Some(scene),
+        }
+    }
+
+    /// Checks `lines` as [`SceneStream::answer`] would take them, without
+    /// answering: the index and error of the first bad line.
+    pub fn check(&self, lines: &[QueryLine]) -> Result<(), (usize, QueryError)> {
+        let world = self.map.view();
+        for (index, line) in lines.iter().enumerate() {
+            let checked = match line.scene() {
+                Some(scene) => scene.and_then(|scene| {
+                    PlacedScene::new(self.map, &scene)
+                        .map(drop)
+                        .map_err(QueryError::Scene)
+                }),
+                None => line.request_in(&world).and_then(|_| line.pass()).map(drop),
+            };
+            checked.map_err(|error| (index, error))?;
+        }
+        Ok(())
+    }
+
     /// The answers to `lines`, one per line, in order.
     pub fn answer(
         &mut self,

@@ -251,6 +251,19 @@ pub fn world_info(d: WorldDescription) -> pb::WorldInfo {
             leaves: c.leaves as u64,
             bytes: c.bytes as u64,
         }),
+        models: d
+            .models
+            .into_iter()
+            .map(|m| pb::InlineModel {
+                index: m.index as u32,
+                bounds: Some(pb::Box {
+                    mins: pb_vec3(m.bounds.mins),
+                    maxs: pb_vec3(m.bounds.maxs),
+                }),
+                brushes: m.brushes as u64,
+                patches: m.patches as u64,
+            })
+            .collect(),
     }
 }
 

@@ -3,7 +3,7 @@
 //! with the status of the one error table, and is counted by its code.
 
 use crate::metrics::Metrics;
-use crate::query::{QueryError, QueryLine};
+use crate::query::{EntityLine, QueryError, QueryLine};
 use crate::service::{Service, ServiceError};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -246,6 +246,9 @@ async fn run_blocking<T: Send + 'static>(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TraceBody {
+    /// The scene of the queries (until a scene line among them replaces it).
+    #[serde(default)]
+    entities: Option<Vec<EntityLine>>,
     queries: Vec<QueryLine>,
 }
 
@@ -348,7 +351,15 @@ async fn trace_post(
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body, state.service.limits.max_body_bytes)?;
     let body: TraceBody = parse_batch(&body, &[("queries", parses_as::<QueryLine>)])?;
-    answer_batch(state, name, "trace", body.queries).await
+    let count = body.queries.len();
+    let answer = run_blocking(&state, "trace", move |s| {
+        s.trace_in_scene(&name, body.entities.as_deref(), &body.queries)
+    })
+    .await?;
+    state
+        .metrics
+        .count_batch(&answer.world, "trace", TRANSPORT, count);
+    Ok(Json(answer).into_response())
 }
 
 /// `GET …/trace?start=x,y,z&end=x,y,z[&mins=…&maxs=…&mask=…&hull=NAME&any=true]`:

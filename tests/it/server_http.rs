@@ -861,3 +861,75 @@ fn the_world_list_and_a_world_give_the_same_bounds() {
     assert_eq!(list["worlds"].as_array().map(Vec::len), Some(1), "{list}");
     assert_eq!(list["worlds"][0], one);
 }
+
+/// Scenes over HTTP: scene lines among the queries, or a body's own
+/// `entities`, answer as the reference's server-side trace.
+#[test]
+fn scenes_in_bodies_match_the_reference() {
+    let map = std::fs::read(common::map_path("q3dm6ish")).expect("map");
+    let dir = worlds_dir_with(&[("arena.bsp", &map)]);
+    let server = TestServer::start(Some(dir.path().to_owned()), Limits::default());
+    let data = common::load_set("q3dm6ish", "scene", true);
+    let check = |results: &[serde_json::Value], expected: &[String]| {
+        assert_eq!(results.len(), expected.len());
+        for (i, (got, want)) in results.iter().zip(expected).enumerate() {
+            let got: Answer = serde_json::from_value(got.clone()).expect("answer");
+            let want: Answer = serde_json::from_str(want).expect("expected");
+            let why = bspq::conformance::mismatch(&want, &got);
+            assert!(why.is_none(), "line {}: {why:?}", i + 1);
+        }
+    };
+    // Scene lines among the queries.
+    let queries: Vec<serde_json::Value> = data
+        .queries
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("query json"))
+        .collect();
+    let body = serde_json::json!({ "queries": queries }).to_string();
+    let (status, reply) = post(&server.base, "/v1/worlds/arena/trace", &body);
+    assert_eq!(status, 200, "{reply}");
+    check(
+        reply["results"].as_array().expect("results"),
+        &data.expected,
+    );
+    // The first scene as the body's own, with the queries up to the next.
+    let next = queries[1..]
+        .iter()
+        .position(|q| q.get("entities").is_some())
+        .map_or(queries.len(), |k| k + 1);
+    let body = serde_json::json!({
+        "entities": queries[0]["entities"],
+        "queries": queries[1..next],
+    })
+    .to_string();
+    let (status, reply) = post(&server.base, "/v1/worlds/arena/trace", &body);
+    assert_eq!(status, 200, "{reply}");
+    check(
+        reply["results"].as_array().expect("results"),
+        &data.expected[1..next],
+    );
+    // The world lists its inline models as the map's models lump has them.
+    let bsp = bspq::source::Q3Bsp::parse(&map).expect("map parses");
+    let (status, world) = get(&server.base, "/v1/worlds/arena");
+    assert_eq!(status, 200, "{world}");
+    let models = world["models"].as_array().expect("models");
+    assert_eq!(models.len(), bsp.models.len() - 1);
+    for (k, m) in models.iter().enumerate() {
+        let source = &bsp.models[k + 1];
+        assert_eq!(m["index"], k + 1);
+        assert_eq!(m["brushes"], source.num_brushes);
+        let min_z = m["bounds"]["mins"][2].as_f64().map(|z| z as f32);
+        assert_eq!(min_z, Some(source.mins.z));
+    }
+    // A bad entity in the body's scene, and in a scene line.
+    let body = r#"{"entities":[{"id":4,"model":"*999"}],"queries":[{"point":[0,0,0]}]}"#;
+    let (status, reply) = post(&server.base, "/v1/worlds/arena/trace", body);
+    assert_eq!(status, 400, "{reply}");
+    assert_eq!(reply["error"]["code"], "unknown_model", "{reply}");
+    assert!(reply["error"].get("query_index").is_none(), "{reply}");
+    let body = r#"{"queries":[{"point":[0,0,0]},{"entities":[{"id":4000,"model":"*1"}]}]}"#;
+    let (status, reply) = post(&server.base, "/v1/worlds/arena/trace", body);
+    assert_eq!(status, 400, "{reply}");
+    assert_eq!(reply["error"]["code"], "bad_entity_id", "{reply}");
+    assert_eq!(reply["error"]["query_index"], 1, "{reply}");
+}
