@@ -3,6 +3,7 @@
 
 mod hull;
 mod parry;
+mod scene;
 mod shapes;
 
 use super::WorldArgs;
@@ -73,6 +74,11 @@ pub struct BenchArgs {
     /// as hull traces, side by side with the box sweep (repeatable).
     #[arg(long = "hull")]
     hulls: Vec<String>,
+    /// Also trace the file's box queries through the world and this scene
+    /// (a file holding one `{"entities":[…]}` line), side by side with the
+    /// world alone.
+    #[arg(long, value_name = "FILE")]
+    scene: Option<PathBuf>,
 }
 
 /// Mean and 99th percentile of one walk counter over the traces.
@@ -514,6 +520,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .filter(|q| q.mins() != q.maxs() && q.shape().is_none())
         .cloned()
         .collect();
+    let scene_run = match &args.scene {
+        Some(path) => {
+            progress.stage("timing the scene");
+            Some(scene::run(&loaded, path, &box_list, args.runs, min_run)?)
+        }
+        None => None,
+    };
     let shape_rows = if args.no_shapes {
         Vec::new()
     } else {
@@ -621,6 +634,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     for h in &hull_runs {
         report.extend(h.report());
+    }
+    if let Some(s) = &scene_run {
+        report.extend(s.report());
     }
     if let Some(p) = &parry {
         report.push(stats_line("parry3d", &p.stats));
@@ -740,6 +756,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 "bspq_four_wide".into(),
                 bspq_four_wide.as_ref().map(stats_json).into(),
             );
+            map.insert("scene".into(), scene_run.as_ref().map(|s| s.json()).into());
             map.insert(
                 "eight_over_four_wide".into(),
                 bspq_four_wide

@@ -137,12 +137,12 @@ pub fn answer_in_scene(
         })
     };
     match request {
-        Request::Query(Query::Trace(q)) => traced(scene.trace(world, q, pass, scratch)),
+        Request::Query(Query::Trace(q)) => traced(scene.trace(q, pass, scratch)),
         Request::Query(Query::Point(p)) => Answer::Point(PointAnswer {
-            contents: scene.point_contents(world, *p, pass),
+            contents: scene.point_contents(*p, pass),
         }),
         Request::AnyHit(q) => Answer::Hit(HitAnswer {
-            hit: scene.any_hit(world, q, pass, scratch),
+            hit: scene.any_hit(q, pass, scratch),
         }),
         Request::Hull { query, any } => {
             let through_world = crate::trace::trace_hull(&world.view(), query, scratch);

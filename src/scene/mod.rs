@@ -36,7 +36,8 @@ pub use rotation::Rotation;
 use crate::contents::CONTENTS_BODY;
 use crate::map::{LoadError, Map};
 use crate::math::Vec3;
-use crate::trace::{checked_point, InvalidTrace, Scratch, TraceQuery, TraceResult};
+use crate::trace::{checked_point, InvalidTrace, Kernel, Scratch, TraceQuery, TraceResult};
+use glam::Vec4;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -170,10 +171,54 @@ impl Scene {
 }
 
 /// A scene placed in one map and ready to trace: each entity's model
-/// found, its rotation and bounds computed.
+/// found, its rotation and bounds computed. The bounds are also kept four to
+/// a record in SIMD lanes, so a query meets them four at a time and reads
+/// only the entities it touches.
 #[derive(Debug)]
 pub struct PlacedScene<'m> {
+    /// The world the scene is placed in.
+    world: Kernel<'m>,
     entities: Vec<Placed<'m>>,
+    /// Grown bounds, lane `k` of record `r` entity `4r + k`; padding lanes
+    /// are empty (`lo` +∞, `hi` -∞) and meet nothing.
+    lanes: Vec<BoundsLanes>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BoundsLanes {
+    lo: [Vec4; 3],
+    hi: [Vec4; 3],
+}
+
+impl BoundsLanes {
+    fn of(entities: &[Placed]) -> Self {
+        let lane = |f: &dyn Fn(&Placed) -> f32, empty: f32| {
+            Vec4::from_array(std::array::from_fn(|k| entities.get(k).map_or(empty, f)))
+        };
+        let axis = |a: usize| {
+            (
+                lane(&|e: &Placed| e.absmin[a], f32::INFINITY),
+                lane(&|e: &Placed| e.absmax[a], f32::NEG_INFINITY),
+            )
+        };
+        let [(lx, hx), (ly, hy), (lz, hz)] = [axis(0), axis(1), axis(2)];
+        BoundsLanes {
+            lo: [lx, ly, lz],
+            hi: [hx, hy, hz],
+        }
+    }
+
+    /// Bit `k`: lane `k`'s bounds meet `lo..hi`.
+    #[inline(always)]
+    fn meeting(&self, lo: Vec3, hi: Vec3) -> u32 {
+        let apart = self.lo[0].cmpgt(Vec4::splat(hi.x))
+            | self.lo[1].cmpgt(Vec4::splat(hi.y))
+            | self.lo[2].cmpgt(Vec4::splat(hi.z))
+            | self.hi[0].cmplt(Vec4::splat(lo.x))
+            | self.hi[1].cmplt(Vec4::splat(lo.y))
+            | self.hi[2].cmplt(Vec4::splat(lo.z));
+        !apart.bitmask() & 0xf
+    }
 }
 
 #[derive(Debug)]
@@ -192,15 +237,16 @@ struct Placed<'m> {
 
 #[derive(Debug)]
 enum Target<'m> {
-    Model(&'m Map),
+    /// Boxed: a kernel is a few hundred bytes, and entities are scanned.
+    Model(Box<Kernel<'m>>),
     Box(Arc<Map>),
 }
 
 impl Target<'_> {
-    fn map(&self) -> &Map {
+    fn with_kernel<R>(&self, f: impl FnOnce(&Kernel) -> R) -> R {
         match self {
-            Target::Model(map) => map,
-            Target::Box(map) => map,
+            Target::Model(kernel) => f(kernel),
+            Target::Box(map) => f(&map.view()),
         }
     }
 }
@@ -208,13 +254,18 @@ impl Target<'_> {
 impl<'m> PlacedScene<'m> {
     /// Places `scene` in `map` (its models must exist there).
     pub fn new(map: &'m Map, scene: &Scene) -> Result<Self, SceneError> {
-        let entities = scene
+        let entities: Vec<Placed> = scene
             .entities
             .iter()
             .enumerate()
             .map(|(index, e)| place(map, index, e))
             .collect::<Result<_, _>>()?;
-        Ok(Self { entities })
+        let lanes = entities.chunks(4).map(BoundsLanes::of).collect();
+        Ok(Self {
+            world: map.view(),
+            entities,
+            lanes,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -225,26 +276,42 @@ impl<'m> PlacedScene<'m> {
         self.entities.is_empty()
     }
 
+    /// The entities whose grown bounds meet `lo..hi`, in scene order.
+    fn meeting(&self, lo: Vec3, hi: Vec3) -> impl Iterator<Item = &Placed<'m>> + '_ {
+        self.lanes.iter().enumerate().flat_map(move |(r, lanes)| {
+            let mut bits = lanes.meeting(lo, hi);
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let k = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    &self.entities[4 * r + k]
+                })
+            })
+        })
+    }
+
     /// The owner of entity `id` ([`ENTITY_NONE`] when it has none or is not
     /// in the scene).
     fn owner_of(&self, id: u32) -> u32 {
+        if id == ENTITY_NONE {
+            return ENTITY_NONE;
+        }
         self.entities
             .iter()
             .find(|e| e.id == id)
             .map_or(ENTITY_NONE, |e| e.owner)
     }
 
-    /// Traces `query` through `world` and the scene; `pass` is the entity
+    /// Traces `query` through the world and the scene; `pass` is the entity
     /// making the move ([`ENTITY_NONE`] for none). Returns the answer and
     /// the entity that gave it.
     pub fn trace(
         &self,
-        world: &Map,
         query: &TraceQuery,
         pass: u32,
         scratch: &mut Scratch,
     ) -> (TraceResult, u32) {
-        let answer = crate::trace::trace(&world.view(), query, scratch);
+        let answer = crate::trace::trace(&self.world, query, scratch);
         self.trace_after(answer, query, pass, scratch)
     }
 
@@ -268,11 +335,11 @@ impl<'m> PlacedScene<'m> {
         }
         let (boxmin, boxmax) = move_bounds(query);
         let pass_owner = self.owner_of(pass);
-        for e in &self.entities {
+        for e in self.meeting(boxmin, boxmax) {
             if answer.allsolid {
                 break;
             }
-            if !e.meets(boxmin, boxmax) || e.skipped(query.mask(), pass, pass_owner) {
+            if e.skipped(query.mask(), pass, pass_owner) {
                 continue;
             }
             let found = e.trace(query, scratch);
@@ -293,25 +360,17 @@ impl<'m> PlacedScene<'m> {
 
     /// Whether the trace touches anything in its mask, world or entity:
     /// exactly whether [`PlacedScene::trace`]'s fraction is below 1.
-    pub fn any_hit(
-        &self,
-        world: &Map,
-        query: &TraceQuery,
-        pass: u32,
-        scratch: &mut Scratch,
-    ) -> bool {
+    pub fn any_hit(&self, query: &TraceQuery, pass: u32, scratch: &mut Scratch) -> bool {
         // The answer's fraction falls below 1 exactly when the world's or
         // one traced entity's does (all-solid comes with fraction 0); an
         // entity that only starts solid does not lower it.
-        if crate::trace::any_hit(&world.view(), query, scratch) {
+        if crate::trace::any_hit(&self.world, query, scratch) {
             return true;
         }
         let (boxmin, boxmax) = move_bounds(query);
         let pass_owner = self.owner_of(pass);
-        self.entities.iter().any(|e| {
-            e.meets(boxmin, boxmax)
-                && !e.skipped(query.mask(), pass, pass_owner)
-                && e.trace(query, scratch).fraction < 1.0
+        self.meeting(boxmin, boxmax).any(|e| {
+            !e.skipped(query.mask(), pass, pass_owner) && e.trace(query, scratch).fraction < 1.0
         })
     }
 
@@ -319,28 +378,25 @@ impl<'m> PlacedScene<'m> {
     /// hold `p` except `pass`, the contents of its model there (moved and
     /// rotated), or BODY inside a box (its faces count as inside). Masks,
     /// owners and the entities' own `contents` play no part.
-    pub fn point_contents(&self, world: &Map, p: Vec3, pass: u32) -> u32 {
-        let mut contents = crate::trace::point_contents(&world.view(), p);
-        for e in &self.entities {
-            if e.id == pass || !e.meets(p, p) {
+    pub fn point_contents(&self, p: Vec3, pass: u32) -> u32 {
+        let mut contents = crate::trace::point_contents(&self.world, p);
+        for e in self.meeting(p, p) {
+            if e.id == pass {
                 continue;
             }
             let mut local = p - e.origin;
             if let Some(r) = &e.rotation {
                 local = r.apply(local);
             }
-            contents |= crate::trace::point_contents(&e.target.map().view(), local);
+            contents |= e
+                .target
+                .with_kernel(|k| crate::trace::point_contents(k, local));
         }
         contents
     }
 }
 
 impl Placed<'_> {
-    /// Whether the entity's grown bounds meet `lo..hi`.
-    fn meets(&self, lo: Vec3, hi: Vec3) -> bool {
-        !(self.absmin.cmpgt(hi).any() || self.absmax.cmplt(lo).any())
-    }
-
     /// The pass, owner and contents rules.
     fn skipped(&self, mask: u32, pass: u32, pass_owner: u32) -> bool {
         if pass != ENTITY_NONE
@@ -356,7 +412,9 @@ impl Placed<'_> {
     /// The query through this entity alone, answered in world coordinates.
     fn trace(&self, q: &TraceQuery, scratch: &mut Scratch) -> TraceResult {
         let local = self.local_query(q);
-        let mut r = crate::trace::trace(&self.target.map().view(), &local, scratch);
+        let mut r = self
+            .target
+            .with_kernel(|k| crate::trace::trace(k, &local, scratch));
         if let (Some(rotation), true) = (&self.rotation, r.fraction != 1.0) {
             r.normal = rotation.unapply(r.normal);
         }
@@ -419,7 +477,7 @@ fn place<'m>(map: &'m Map, index: usize, e: &Entity) -> Result<Placed<'m>, Scene
             } else {
                 (lo, hi)
             };
-            (Target::Model(found), rotation, mins, maxs)
+            (Target::Model(Box::new(found.view())), rotation, mins, maxs)
         }
         EntityShape::Box { mins, maxs } => {
             let (mins, maxs) = (*mins, *maxs);

@@ -16,6 +16,7 @@ use super::walk::Lists;
 use super::walk::{self, walk_move, Move, Reach, Segment, Visitor};
 use super::work::{Scratch, TraceQuery, TraceResult};
 use super::Kernel;
+#[cfg(feature = "exact")]
 use crate::margins::CANDIDATE_MARGIN;
 use crate::math::Vec3;
 use crate::world::{Brush, Facet};
