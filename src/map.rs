@@ -13,7 +13,9 @@ use crate::world::format::{self, FileMeta, FormatError, Layout};
 use crate::world::validate::validate;
 use crate::world::{World, WorldData, WorldInfo};
 use bytemuck::Zeroable;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use thiserror::Error;
 
 /// Largest world source file we read into memory.
@@ -211,9 +213,12 @@ impl AlignedBytes {
 enum Storage {
     /// Compiled just now from a source.
     Built(Box<WorldData>),
-    /// A compiled world file, copied or mapped.
+    /// A compiled world file, copied or mapped: the world is the nested
+    /// file at `range` (the whole file, or one of its inline models, which
+    /// share their parent's bytes).
     File {
-        bytes: FileBytes,
+        bytes: Arc<FileBytes>,
+        range: Range<usize>,
         layout: Layout,
         // Boxed, as the built world is, to keep the two variants small.
         meta: Box<FileMeta>,
@@ -230,6 +235,16 @@ impl FileBytes {
         match self {
             FileBytes::Copied(b) => b.as_slice(),
             FileBytes::Mapped(m) => m,
+        }
+    }
+}
+
+impl Storage {
+    /// A compiled world's own file bytes (a model's nested file).
+    fn file_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Storage::File { bytes, range, .. } => bytes.as_slice().get(range.clone()),
+            Storage::Built(_) => None,
         }
     }
 }
@@ -364,11 +379,12 @@ impl Map {
         match &self.storage {
             Storage::Built(data) => data.view(),
             // Loading validated every section, so the casts succeed.
-            Storage::File {
-                bytes,
-                layout,
-                meta,
-            } => format::view(bytes.as_slice(), layout, meta).unwrap_or_else(|_| EMPTY_DATA.view()),
+            Storage::File { layout, meta, .. } => match self.storage.file_bytes() {
+                Some(bytes) => {
+                    format::view(bytes, layout, meta).unwrap_or_else(|_| EMPTY_DATA.view())
+                }
+                None => EMPTY_DATA.view(),
+            },
         }
     }
 
@@ -380,30 +396,33 @@ impl Map {
         }
     }
 
-    /// Whether the compiled file is mapped rather than copied.
+    /// Whether the compiled file is mapped rather than copied (a model of
+    /// a compiled file: whether its parent's is).
     pub fn is_mapped(&self) -> bool {
-        matches!(
-            &self.storage,
-            Storage::File {
-                bytes: FileBytes::Mapped(_),
-                ..
-            }
-        )
-    }
-
-    /// Bytes of world data held (file size for compiled files).
-    pub fn data_bytes(&self) -> usize {
         match &self.storage {
-            Storage::File { bytes, .. } => bytes.as_slice().len(),
-            Storage::Built(d) => format::write(d).len(),
+            Storage::File { bytes, .. } => matches!(**bytes, FileBytes::Mapped(_)),
+            Storage::Built(_) => false,
         }
     }
 
-    /// Serialises the world into the compiled file format.
+    /// Bytes of world data held, its inline models' included: the size
+    /// of its compiled file (a model's: its nested file's).
+    pub fn data_bytes(&self) -> usize {
+        match self.storage.file_bytes() {
+            Some(bytes) => bytes.len(),
+            None => self.to_file_bytes().len(),
+        }
+    }
+
+    /// Serialises the world, with its inline models, into the compiled
+    /// file format (a world loaded from a file: its bytes as they were).
     pub fn to_file_bytes(&self) -> Vec<u8> {
         match &self.storage {
-            Storage::Built(d) => format::write(d),
-            Storage::File { bytes, .. } => bytes.as_slice().to_vec(),
+            Storage::Built(d) => {
+                let models: Vec<Vec<u8>> = self.models.iter().map(Map::to_file_bytes).collect();
+                format::write_with_models(d, &models)
+            }
+            Storage::File { .. } => self.storage.file_bytes().unwrap_or_default().to_vec(),
         }
     }
 
@@ -431,22 +450,68 @@ impl Map {
         })
     }
 
+    /// Loads the compiled world file `bytes` holds, with its inline models
+    /// sharing those bytes.
     fn from_file_bytes(bytes: FileBytes) -> Result<Self, LoadError> {
-        let raw = bytes.as_slice();
+        let bytes = Arc::new(bytes);
+        let whole = 0..bytes.as_slice().len();
+        Ok(Self::from_file_range(&bytes, whole, None)?)
+    }
+
+    /// The world whose file is `bytes[range]`: the whole file, or (with
+    /// `model: Some(k)`) inline model `*k`'s nested file, which must have
+    /// no models of its own.
+    fn from_file_range(
+        bytes: &Arc<FileBytes>,
+        range: Range<usize>,
+        model: Option<usize>,
+    ) -> Result<Self, FormatError> {
+        let raw = bytes.as_slice().get(range.clone()).ok_or_else(|| {
+            FormatError::Invalid(format!(
+                "bytes {range:?} lie outside the file's {}",
+                bytes.as_slice().len()
+            ))
+        })?;
         let layout = format::parse_layout(raw, true)?;
         let meta = format::read_meta(raw, &layout)?;
         let world = format::view(raw, &layout, &meta)?;
         validate(&world)?;
         let entities = format::read_entities(raw, &layout)?;
+        let ranges = format::model_ranges(raw, &layout)?;
+        let models = match model {
+            Some(model) if !ranges.is_empty() => {
+                return Err(FormatError::NestedModels {
+                    model,
+                    count: ranges.len(),
+                })
+            }
+            Some(_) => Vec::new(),
+            None => ranges
+                .into_iter()
+                .enumerate()
+                .map(|(index, inner)| {
+                    let model = index + 1;
+                    let at = range.start + inner.start..range.start + inner.end;
+                    Self::from_file_range(bytes, at, Some(model)).map_err(|error| match error {
+                        nested @ FormatError::NestedModels { .. } => nested,
+                        error => FormatError::Model {
+                            model,
+                            error: Box::new(error),
+                        },
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        };
         let accel = accel::build(&world);
         Ok(Self {
             storage: Storage::File {
-                bytes,
+                bytes: Arc::clone(bytes),
+                range,
                 layout,
                 meta: Box::new(meta),
             },
             accel,
-            models: Vec::new(),
+            models,
             entities,
         })
     }
@@ -522,8 +587,16 @@ pub fn open_world(spec: &WorldSpec, options: &CompileOptions) -> Result<Map, Loa
     world_from_bytes(&bytes, &spec.name(), options)
 }
 
-/// Loads `path` if it is a compiled world file (`None` if it is something else).
+/// Loads `path` if it is a compiled world file (`None` if it is something
+/// else): copied when smaller than [`COPY_BELOW_BYTES`], mapped otherwise.
 pub fn open_compiled_file(path: &Path) -> Result<Option<Map>, LoadError> {
+    open_compiled_file_with(path, COPY_BELOW_BYTES)
+}
+
+/// [`open_compiled_file`], copying files smaller than `copy_below` bytes
+/// and mapping the others (0: map every file; for tests and tools that
+/// compare the two).
+pub fn open_compiled_file_with(path: &Path, copy_below: u64) -> Result<Option<Map>, LoadError> {
     use std::io::Read;
     let io = |error| LoadError::Io {
         path: path.to_owned(),
@@ -542,7 +615,7 @@ pub fn open_compiled_file(path: &Path) -> Result<Option<Map>, LoadError> {
             limit: MAX_SOURCE_BYTES,
         });
     }
-    let bytes = if len < COPY_BELOW_BYTES {
+    let bytes = if len < copy_below {
         let mut file = std::fs::File::open(path).map_err(io)?;
         FileBytes::Copied(AlignedBytes::read_file(&mut file, len as usize).map_err(io)?)
     } else {

@@ -151,10 +151,15 @@ pub fn run(args: CompileArgs) -> anyhow::Result<ExitCode> {
         })
         .with_context(|| format!("cannot compile {}", args.input))?;
     if args.reproducible {
-        // The timings are the only bytes two compiles of one map differ in.
-        data.info.compile_seconds = 0.0;
-        if let Some(onion) = &mut data.info.onion {
-            onion.seconds = 0.0;
+        // The timings (the world's and its inline models') are the only
+        // bytes two compiles of one map differ in.
+        for info in std::iter::once(&mut data.info)
+            .chain(data.models.iter_mut().map(|model| &mut model.info))
+        {
+            info.compile_seconds = 0.0;
+            if let Some(onion) = &mut info.onion {
+                onion.seconds = 0.0;
+            }
         }
     }
     let file = progress.stage("serialise", || bspq::world::format::write(&data));

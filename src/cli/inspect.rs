@@ -104,6 +104,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
         entities.len(),
         entities.iter().map(|e| e.pairs.len()).sum::<usize>()
     );
+    print_models(&loaded);
     println!(
         "source brushes   {} ({} sides)",
         info.source_brushes, info.source_brush_sides
@@ -233,6 +234,24 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Prints the inline models, one line each: number, bounds, brushes and
+/// patches.
+fn print_models(loaded: &bspq::Map) {
+    let models = loaded.models();
+    println!("inline models    {}", models.len());
+    for (index, model) in models.iter().enumerate() {
+        let world = model.world();
+        println!(
+            "  *{:<4} bounds {:?} .. {:?}  {} brushes, {} patches",
+            index + 1,
+            world.mins,
+            world.maxs,
+            world.brushes.len(),
+            world.patches.len()
+        );
+    }
 }
 
 /// Prints the world's entities as JSON (loading it as every command does,

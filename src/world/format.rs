@@ -19,7 +19,7 @@
 //! of 16 and holds `count` records of `record_size` bytes, which must equal the
 //! size of the record type of its kind (see [`SectionKind`] and the
 //! `#[repr(C)]` structs in [`crate::world`]). Each kind appears at most once;
-//! kinds 1–12 and 17 always. The `Meta` section is UTF-8 JSON
+//! kinds 1–12, 17 and 18 always. The `Meta` section is UTF-8 JSON
 //! ([`FileMeta`]) and `Entities` is text; all others are arrays of plain
 //! records that the loader casts in place, without parsing.
 //!
@@ -39,6 +39,42 @@
 //! refuses the file ([`FormatError::Entities`]) when it does not parse.
 //! Version 1 files, which lack it, are refused as an unsupported version:
 //! recompile them from their maps.
+//!
+//! ## Inline models (section 18)
+//!
+//! | kind | name | record | count |
+//! |---|---|---|---|
+//! | 18 | `models` | byte | the section's length |
+//!
+//! The map's inline models `*1`…`*N` (doors, platforms), each a complete
+//! world file of its own nested in this one. The section holds, with
+//! offsets relative to the section's start:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | model count N (u64) |
+//! | 8 | 16 × N | per model, `offset: u64, length: u64` |
+//! | … | … | the models' files, in order |
+//!
+//! Model `k` (`*k`) lies at the first multiple of 16 at or after the end
+//! of the one before it (of the table, for `*1`), the gap zero bytes, and
+//! the section ends where the last one does: one layout per world, so a
+//! file re-serialises to the same bytes. A nested file is a world file as
+//! this module describes (header, checksum and all; its header's file
+//! length is its entry's length) with an empty models section: models
+//! have no models. Nesting whole files rather than adding
+//! each model's arrays as more sections keeps one loader and one validator
+//! for both, lets each model's records be cast in place where they lie
+//! (the section starts at a multiple of 16, and so does each model within
+//! it), and lets a mapped file's models stay mapped. The parent's checksum
+//! covers the nested files, which keep their own.
+//!
+//! The section is required, possibly empty (N = 0, 8 bytes): a version 2
+//! file written before it existed is refused as missing it, so that a
+//! world never silently loads without its models. The loader checks the
+//! count against the section's length, every entry's alignment, order,
+//! bounds and length, then each model as a file ([`FormatError::ModelEntry`],
+//! [`FormatError::Model`], [`FormatError::NestedModels`]).
 //!
 //! ## Onion hulls (optional sections 13–16)
 //!
@@ -137,6 +173,7 @@ pub enum SectionKind {
     HullLeafBrushes = 15,
     HullLeafPatches = 16,
     Entities = 17,
+    Models = 18,
     ShapeBevelRanges = 32,
     ShapeBevels = 33,
     SourceNodes = 34,
@@ -146,7 +183,7 @@ pub enum SectionKind {
 }
 
 /// The sections every file has.
-pub const ALL_SECTIONS: [SectionKind; 13] = [
+pub const ALL_SECTIONS: [SectionKind; 14] = [
     SectionKind::Meta,
     SectionKind::Planes,
     SectionKind::Brushes,
@@ -160,6 +197,7 @@ pub const ALL_SECTIONS: [SectionKind; 13] = [
     SectionKind::Facets,
     SectionKind::FacetBorders,
     SectionKind::Entities,
+    SectionKind::Models,
 ];
 
 /// The onion-hull sections: present (all four) exactly when the world
@@ -207,6 +245,7 @@ impl SectionKind {
             SectionKind::Facets => "facets",
             SectionKind::FacetBorders => "facet_borders",
             SectionKind::Entities => "entities",
+            SectionKind::Models => "models",
             SectionKind::LeafHullSolid => "leaf_hull_solid",
             SectionKind::HullLeaves => "hull_leaves",
             SectionKind::HullLeafBrushes => "hull_leaf_brushes",
@@ -224,7 +263,7 @@ impl SectionKind {
     pub fn record_size(self) -> usize {
         use std::mem::size_of;
         match self {
-            SectionKind::Meta | SectionKind::Entities => 1,
+            SectionKind::Meta | SectionKind::Entities | SectionKind::Models => 1,
             SectionKind::Planes => size_of::<Plane>(),
             SectionKind::Brushes => size_of::<Brush>(),
             SectionKind::BrushSides => size_of::<BrushSide>(),
@@ -283,6 +322,17 @@ pub enum FormatError {
     InvalidHulls(String),
     #[error("entities section: {0}")]
     Entities(EntityError),
+    #[error("models section: {0}")]
+    Models(String),
+    #[error("inline model *{model}: table entry: {reason}")]
+    ModelEntry { model: usize, reason: String },
+    #[error("inline model *{model}: {error}")]
+    Model {
+        model: usize,
+        error: Box<FormatError>,
+    },
+    #[error("inline model *{model} has {count} models of its own (models do not nest)")]
+    NestedModels { model: usize, count: usize },
 }
 
 /// Where one section lies in the file.
@@ -488,6 +538,105 @@ pub fn read_entities(bytes: &[u8], layout: &Layout) -> Result<Vec<Entity>, Forma
     entities::parse(&bytes[layout.range(SectionKind::Entities)]).map_err(FormatError::Entities)
 }
 
+/// Bytes before the first model in a models section holding `count`: the
+/// count and the table.
+fn model_table_len(count: usize) -> usize {
+    8 + 16 * count
+}
+
+fn align16(n: usize) -> usize {
+    n.div_ceil(SECTION_ALIGN) * SECTION_ALIGN
+}
+
+/// Where the inline models of a parsed file lie: model `*k`'s nested file
+/// is `bytes[ranges[k - 1]]` (absolute offsets). Checks the table as the
+/// module docs lay it out (the count against the section's length, every
+/// entry's alignment, order, bounds and length, the zero padding, the
+/// section ending with the last model); the nested files themselves are
+/// checked by loading them.
+pub fn model_ranges(bytes: &[u8], layout: &Layout) -> Result<Vec<Range<usize>>, FormatError> {
+    let section = layout.range(SectionKind::Models);
+    let base = section.start;
+    let body = &bytes[section];
+    let len = body.len();
+    if len < 8 {
+        return Err(FormatError::Models(format!(
+            "{len} bytes, too short for the model count (8 bytes)"
+        )));
+    }
+    let count = u64_at(body, 0);
+    let room = ((len - 8) / 16) as u64;
+    if count > room {
+        return Err(FormatError::Models(format!(
+            "{count} models claimed, but its {len} bytes hold at most {room} table entries"
+        )));
+    }
+    let count = count as usize;
+    let mut ranges = Vec::with_capacity(count);
+    let mut end = model_table_len(count);
+    for index in 0..count {
+        let model = index + 1;
+        let bad = |reason: String| FormatError::ModelEntry { model, reason };
+        let before = if index == 0 {
+            "the table".to_owned()
+        } else {
+            format!("model *{index}")
+        };
+        let at = 8 + 16 * index;
+        let (offset, length) = (u64_at(body, at), u64_at(body, at + 8));
+        if !offset.is_multiple_of(SECTION_ALIGN as u64) {
+            return Err(bad(format!(
+                "offset {offset} is not {SECTION_ALIGN}-aligned"
+            )));
+        }
+        if length < HEADER_LEN as u64 {
+            return Err(bad(format!(
+                "length {length} is shorter than a world file's header ({HEADER_LEN})"
+            )));
+        }
+        let stop = match offset.checked_add(length) {
+            Some(stop) if stop <= len as u64 => stop as usize,
+            _ => {
+                return Err(bad(format!(
+                    "{offset} + {length} runs past the section's end ({len})"
+                )))
+            }
+        };
+        let offset = offset as usize;
+        if offset < end {
+            return Err(bad(format!(
+                "offset {offset} overlaps {before}, which ends at {end}"
+            )));
+        }
+        let expected = align16(end);
+        if offset != expected {
+            return Err(bad(format!(
+                "offset {offset} leaves a gap after {before} (expected {expected})"
+            )));
+        }
+        if body[end..offset].iter().any(|&b| b != 0) {
+            return Err(bad(format!(
+                "the padding before it ({end}..{offset}) is not zero"
+            )));
+        }
+        let stated = u64_at(body, offset + 24);
+        if stated != length {
+            return Err(bad(format!(
+                "length {length}, but the model's header says {stated} bytes"
+            )));
+        }
+        ranges.push(base + offset..base + stop);
+        end = stop;
+    }
+    if end != len {
+        return Err(FormatError::Models(format!(
+            "{} bytes follow the last model (the section is {len} bytes, its content {end})",
+            len - end
+        )));
+    }
+    Ok(ranges)
+}
+
 /// Casts one section in place. `bytes` must be at least 4-byte aligned (the
 /// loader's buffers are), and the layout was checked by [`parse_layout`].
 pub fn section<'a, T: Pod>(
@@ -540,8 +689,34 @@ pub fn view<'a>(
     })
 }
 
-/// Serialises a world into the file format.
+/// Serialises a world into the file format, its inline models (and theirs:
+/// the loader refuses models that have models) nested in it.
 pub fn write(world: &WorldData) -> Vec<u8> {
+    let models: Vec<Vec<u8>> = world.models.iter().map(write).collect();
+    write_with_models(world, &models)
+}
+
+/// The models section for the nested files `models` (each a whole world
+/// file): the count, the table, then the files at 16-byte boundaries.
+fn models_section(models: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = vec![0u8; model_table_len(models.len())];
+    out[..8].copy_from_slice(&(models.len() as u64).to_le_bytes());
+    for (index, model) in models.iter().enumerate() {
+        out.resize(align16(out.len()), 0);
+        let at = 8 + 16 * index;
+        let offset = out.len() as u64;
+        out[at..at + 8].copy_from_slice(&offset.to_le_bytes());
+        out[at + 8..at + 16].copy_from_slice(&(model.len() as u64).to_le_bytes());
+        out.extend_from_slice(model);
+    }
+    out
+}
+
+/// Serialises `world` with `models` as its inline models, already
+/// serialised (each one file, as [`write()`] writes a model): the one writer
+/// behind [`write()`] and a loaded world's re-serialisation, whose models
+/// are no longer in its [`WorldData`]. `world.models` is not read.
+pub fn write_with_models(world: &WorldData, models: &[Vec<u8>]) -> Vec<u8> {
     let meta = FileMeta {
         info: world.info.clone(),
         mins: world.mins,
@@ -549,6 +724,7 @@ pub fn write(world: &WorldData) -> Vec<u8> {
     };
     // Serialising plain data cannot fail.
     let meta_json = serde_json::to_vec(&meta).unwrap_or_default();
+    let models_body = models_section(models);
     let mut bodies: Vec<(SectionKind, usize, &[u8])> = vec![
         (SectionKind::Meta, meta_json.len(), &meta_json),
         (
@@ -607,6 +783,7 @@ pub fn write(world: &WorldData) -> Vec<u8> {
             bytemuck::cast_slice(&world.facet_borders),
         ),
         (SectionKind::Entities, world.entities.len(), &world.entities),
+        (SectionKind::Models, models_body.len(), &models_body),
     ];
     // Worlds without hulls have no hull sections.
     if !world.info.hulls.is_empty() {
@@ -669,7 +846,7 @@ pub fn write(world: &WorldData) -> Vec<u8> {
             ),
         ]);
     }
-    let align = |n: usize| n.div_ceil(SECTION_ALIGN) * SECTION_ALIGN;
+    let align = align16;
     let mut out = vec![0u8; align(HEADER_LEN + bodies.len() * SECTION_ENTRY_LEN)];
     for (index, (kind, count, body)) in bodies.iter().enumerate() {
         let offset = out.len();

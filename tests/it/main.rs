@@ -29,4 +29,5 @@ mod shapes;
 mod wide;
 mod workload;
 mod world_file;
+mod world_file_models;
 mod world_file_mutation;

@@ -174,6 +174,8 @@ fn cli_compile_writes_atomically_and_inspect_reports_the_layout() {
         "leaf_brushes",
         "hulls            player=",
         "bounds",
+        "inline models    4",
+        "  *4    bounds [352.0, -80.0, -56.0] .. [416.0, -64.0, 44.0]  1 brushes, 0 patches",
     ] {
         assert!(
             text.contains(needle),
