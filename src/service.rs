@@ -174,6 +174,10 @@ pub struct PackedTraces<'a> {
     pub ends: &'a [f32],
     pub template: QueryLine,
     pub masks: &'a [u32],
+    /// Per-query `pass` (empty: the template's for all).
+    pub passes: &'a [u32],
+    /// The scene the batch is traced with.
+    pub scene: Option<Vec<EntityLine>>,
 }
 
 /// Answers to a packed batch: full traces, or (`any`) whether each hits.
@@ -189,6 +193,8 @@ pub struct PackedAnswer {
     pub world: String,
     pub version: u64,
     pub results: PackedResults,
+    /// With a scene: per query, the entity that gave the answer.
+    pub entities: Vec<u32>,
 }
 
 impl From<BatchAnswer> for PackedAnswer {
@@ -197,18 +203,22 @@ impl From<BatchAnswer> for PackedAnswer {
     fn from(answer: BatchAnswer) -> Self {
         let mut traces = BatchResults::default();
         let mut hits = Vec::new();
+        let mut entities = Vec::new();
         for a in &answer.results {
             match a {
-                Answer::Trace(t) => traces.push(&TraceResult {
-                    fraction: t.fraction,
-                    endpos: Vec3::from_array(t.endpos),
-                    normal: Vec3::from_array(t.normal),
-                    dist: t.dist,
-                    startsolid: t.startsolid,
-                    allsolid: t.allsolid,
-                    contents: t.contents,
-                    surface_flags: t.surface_flags,
-                }),
+                Answer::Trace(t) => {
+                    entities.extend(t.entity);
+                    traces.push(&TraceResult {
+                        fraction: t.fraction,
+                        endpos: Vec3::from_array(t.endpos),
+                        normal: Vec3::from_array(t.normal),
+                        dist: t.dist,
+                        startsolid: t.startsolid,
+                        allsolid: t.allsolid,
+                        contents: t.contents,
+                        surface_flags: t.surface_flags,
+                    })
+                }
                 Answer::Hit(h) => hits.push(h.hit),
                 Answer::Point(_) | Answer::Scene(_) => {}
             }
@@ -221,6 +231,7 @@ impl From<BatchAnswer> for PackedAnswer {
             } else {
                 PackedResults::Hits(hits)
             },
+            entities,
         }
     }
 }
@@ -241,6 +252,12 @@ impl PackedTraces<'_> {
                 self.masks.len()
             )));
         }
+        if !self.passes.is_empty() && self.passes.len() != n {
+            return Err(ServiceError::Malformed(format!(
+                "`passes` holds {} values for {n} queries (send none or one per query)",
+                self.passes.len()
+            )));
+        }
         Ok(n)
     }
 
@@ -251,6 +268,7 @@ impl PackedTraces<'_> {
             end: Some(xyz(self.ends, i)),
             point: None,
             mask: self.masks.get(i).copied().or(self.template.mask),
+            pass: self.passes.get(i).map(|&p| p.into()).or(self.template.pass),
             ..self.template.clone()
         }
     }
@@ -435,6 +453,11 @@ impl Service {
     ) -> Result<PackedAnswer, ServiceError> {
         let n = batch.count()?;
         self.check_count(n)?;
+        if let Some(scene) = &batch.scene {
+            return Ok(self
+                .trace_in_scene(world, Some(scene), &batch.lines()?)?
+                .into());
+        }
         if batch.template.hull.is_some() {
             // Hull names are resolved per world by the line path.
             return Ok(self.trace(world, &batch.lines()?)?.into());
@@ -455,6 +478,7 @@ impl Service {
             world: version.name.clone(),
             version: version.version,
             results,
+            entities: Vec::new(),
         })
     }
 

@@ -6,7 +6,7 @@
 
 use crate::metrics::Metrics;
 use crate::proto::v1 as pb;
-use crate::query::{Answer, QueryLine, ShapeLine};
+use crate::query::{Answer, BoxLine, EntityLine, QueryLine, ShapeLine};
 use crate::registry::WorldEvent;
 use crate::service::{
     triples, xyz, PackedAnswer, PackedResults, PackedTraces, Service, ServiceError,
@@ -100,10 +100,39 @@ pub fn packed(req: &pb::TraceRequest) -> Result<PackedTraces<'_>, ServiceError> 
             shape: req.swept.as_ref().map(swept_shape).transpose()?,
             exact: req.exact.then_some(true),
             hull: req.hull.clone(),
+            pass: req.pass.map(i64::from),
             ..QueryLine::default()
         },
         masks: &req.masks,
+        passes: &req.passes,
+        scene: req.scene.as_ref().map(scene_lines),
     })
+}
+
+/// A scene message as the line format's entities (checked with them).
+fn scene_lines(scene: &pb::Scene) -> Vec<EntityLine> {
+    scene
+        .entities
+        .iter()
+        .map(|e| EntityLine {
+            id: e.id.into(),
+            model: match &e.shape {
+                Some(pb::scene_entity::Shape::Model(name)) => Some(name.clone()),
+                _ => None,
+            },
+            bbox: match &e.shape {
+                Some(pb::scene_entity::Shape::Box(b)) => Some(BoxLine {
+                    mins: vec3(&b.mins),
+                    maxs: vec3(&b.maxs),
+                }),
+                _ => None,
+            },
+            origin: Some(vec3(&e.origin)),
+            angles: Some(vec3(&e.angles)),
+            contents: e.contents,
+            owner: e.owner.map(i64::from),
+        })
+        .collect()
 }
 
 /// A packed trace batch as the equivalent query lines (what HTTP would be
@@ -187,6 +216,7 @@ pub fn trace_response(answer: PackedAnswer, sequence: u64) -> pb::TraceResponse 
         sequence,
         ..Default::default()
     };
+    r.entities = answer.entities;
     let t = match answer.results {
         PackedResults::Hits(hits) => {
             r.hits = hits;
@@ -362,6 +392,10 @@ impl Collision for GrpcCollision {
         tokio::spawn(async move {
             let mut stop = state.stop.clone();
             let limit = state.service.limits.max_body_bytes;
+            // The stream's scene: a message's own replaces it; the rest
+            // are traced with it (the state lives in the stream, not the
+            // server).
+            let mut scene: Option<pb::Scene> = None;
             loop {
                 // One batch at a time: answers leave in request order. New
                 // batches are not taken once shutdown starts.
@@ -373,7 +407,12 @@ impl Collision for GrpcCollision {
                     next = inbound.message() => next.map_err(|e| state.table_status(e, limit)),
                 };
                 match next {
-                    Ok(Some(batch)) => {
+                    Ok(Some(mut batch)) => {
+                        match &batch.scene {
+                            Some(own) if own.entities.is_empty() => scene = None,
+                            Some(own) => scene = Some(own.clone()),
+                            None => batch.scene = scene.clone(),
+                        }
                         let answer = state.trace_batch(batch).await;
                         let failed = answer.is_err();
                         if tx.send(answer).await.is_err() || failed {
@@ -712,6 +751,7 @@ mod tests {
             exact: false,
             any_hit: false,
             hull: None,
+            ..Default::default()
         };
         let lines = trace_lines(&req, 10).expect("valid");
         assert_eq!(lines.len(), 2);

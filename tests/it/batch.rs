@@ -606,6 +606,8 @@ fn packed_batches_answer_as_lines_do() {
                         ends: &ends,
                         template,
                         masks: &[],
+                        passes: &[],
+                        scene: None,
                     };
                     let want = service
                         .trace(map, &batch.lines().expect("well formed"))
@@ -654,6 +656,8 @@ fn packed_batches_answer_as_lines_do() {
                     ..QueryLine::default()
                 },
                 masks: &masks,
+                passes: &[],
+                scene: None,
             };
             let want = service.trace(map, &batch.lines().expect("well formed"));
             let got = service.trace_packed(map, &batch);

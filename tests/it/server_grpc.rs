@@ -894,3 +894,137 @@ fn silent_grpc_connections_are_closed_after_the_read_timeout() {
         started.elapsed()
     );
 }
+
+/// A scene line's entities as a gRPC scene.
+fn pb_scene(line: &serde_json::Value) -> pb::Scene {
+    let v =
+        |x: &serde_json::Value| v3(std::array::from_fn(|k| x[k].as_f64().unwrap_or(0.0) as f32));
+    pb::Scene {
+        entities: line["entities"]
+            .as_array()
+            .expect("entities")
+            .iter()
+            .map(|e| pb::SceneEntity {
+                id: e["id"].as_u64().expect("id") as u32,
+                shape: Some(match e.get("model") {
+                    Some(m) => pb::scene_entity::Shape::Model(m.as_str().expect("model").into()),
+                    None => pb::scene_entity::Shape::Box(pb::Box {
+                        mins: v(&e["box"]["mins"]),
+                        maxs: v(&e["box"]["maxs"]),
+                    }),
+                }),
+                origin: v(&e["origin"]),
+                angles: v(&e["angles"]),
+                contents: e.get("contents").and_then(|c| c.as_u64()).map(|c| c as u32),
+                owner: e.get("owner").and_then(|o| o.as_u64()).map(|o| o as u32),
+            })
+            .collect(),
+    }
+}
+
+/// The committed scene subset over gRPC: each scene block's traces grouped
+/// by box, with per-query masks and passes, unary and on one stream (where
+/// only a block's first message carries its scene), match the reference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenes_over_grpc_match_the_reference() {
+    let server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let data = common::load_set("q3dm6ish", "scene", true);
+    let lines: Vec<serde_json::Value> = data
+        .queries
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    // (request, the expected answer lines of its queries)
+    let mut requests: Vec<(pb::TraceRequest, Vec<String>)> = Vec::new();
+    let mut scene = None;
+    let mut groups: BTreeMap<String, (pb::TraceRequest, Vec<String>)> = BTreeMap::new();
+    let mut flush = |groups: &mut BTreeMap<String, (pb::TraceRequest, Vec<String>)>| {
+        requests.extend(std::mem::take(groups).into_values());
+    };
+    for (line, expected) in lines.iter().zip(&data.expected) {
+        if line.get("entities").is_some() {
+            flush(&mut groups);
+            scene = Some(pb_scene(line));
+            continue;
+        }
+        if line.get("point").is_some() || line.get("any").is_some() {
+            continue;
+        }
+        let key = format!("{}{}", line["mins"], line["maxs"]);
+        let f = |x: &serde_json::Value| -> [f32; 3] {
+            std::array::from_fn(|k| x[k].as_f64().expect("coordinate") as f32)
+        };
+        let (req, want) = groups.entry(key).or_insert_with(|| {
+            let shape = (line["mins"] != line["maxs"]).then(|| pb::Box {
+                mins: v3(f(&line["mins"])),
+                maxs: v3(f(&line["maxs"])),
+            });
+            (
+                pb::TraceRequest {
+                    world: "q3dm6ish".into(),
+                    shape,
+                    scene: scene.clone(),
+                    ..Default::default()
+                },
+                Vec::new(),
+            )
+        });
+        req.starts.extend(f(&line["start"]));
+        req.ends.extend(f(&line["end"]));
+        req.masks.push(line["mask"].as_u64().expect("mask") as u32);
+        req.passes
+            .push(line.get("pass").and_then(|p| p.as_u64()).unwrap_or(1023) as u32);
+        want.push(expected.clone());
+    }
+    flush(&mut groups);
+    assert!(requests.len() > 40, "{} requests", requests.len());
+    let check = |r: &pb::TraceResponse, want: &[String]| {
+        assert_eq!(r.entities.len(), want.len());
+        for (i, (got, want)) in unpack(r).into_iter().zip(want).enumerate() {
+            let Answer::Trace(t) = got else {
+                unreachable!()
+            };
+            let got = Answer::Trace(TraceAnswer {
+                entity: Some(r.entities[i]),
+                ..t
+            });
+            let want: Answer = serde_json::from_str(want).expect("expected");
+            let why = bspq::conformance::mismatch(&want, &got);
+            assert!(why.is_none(), "{why:?}: {want:?}");
+        }
+    };
+    for (req, want) in &requests {
+        let r = client.trace(req.clone()).await.expect("unary").into_inner();
+        check(&r, want);
+    }
+    // One stream: a message without a scene is traced with the last one.
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let mut responses = client
+        .trace_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("stream opens")
+        .into_inner();
+    let sent = requests.clone();
+    tokio::spawn(async move {
+        let mut last = None;
+        for (mut req, _) in sent {
+            if req.scene == last {
+                req.scene = None;
+            } else {
+                last = req.scene.clone();
+            }
+            if tx.send(req).await.is_err() {
+                break;
+            }
+        }
+    });
+    for (_, want) in &requests {
+        let r = responses
+            .message()
+            .await
+            .expect("message")
+            .expect("an answer");
+        check(&r, want);
+    }
+}
