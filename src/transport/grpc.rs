@@ -105,8 +105,25 @@ pub fn packed(req: &pb::TraceRequest) -> Result<PackedTraces<'_>, ServiceError> 
         },
         masks: &req.masks,
         passes: &req.passes,
-        scene: req.scene.as_ref().map(scene_lines),
+        scene: if req.upsert.is_empty() && req.remove.is_empty() {
+            req.scene.as_ref().map(scene_lines)
+        } else {
+            Some(scene_lines(&apply_changes(req.scene.clone(), req)))
+        },
     })
+}
+
+/// `scene` (none: empty) with a message's `upsert` and `remove` applied.
+fn apply_changes(scene: Option<pb::Scene>, req: &pb::TraceRequest) -> pb::Scene {
+    let mut scene = scene.unwrap_or_default();
+    for e in &req.upsert {
+        match scene.entities.iter_mut().find(|s| s.id == e.id) {
+            Some(slot) => *slot = e.clone(),
+            None => scene.entities.push(e.clone()),
+        }
+    }
+    scene.entities.retain(|e| !req.remove.contains(&e.id));
+    scene
 }
 
 /// A scene message as the line format's entities (checked with them).
@@ -411,8 +428,14 @@ impl Collision for GrpcCollision {
                         match &batch.scene {
                             Some(own) if own.entities.is_empty() => scene = None,
                             Some(own) => scene = Some(own.clone()),
-                            None => batch.scene = scene.clone(),
+                            None => {}
                         }
+                        if !batch.upsert.is_empty() || !batch.remove.is_empty() {
+                            scene = Some(apply_changes(scene.take(), &batch));
+                            batch.upsert.clear();
+                            batch.remove.clear();
+                        }
+                        batch.scene = scene.clone();
                         let answer = state.trace_batch(batch).await;
                         let failed = answer.is_err();
                         if tx.send(answer).await.is_err() || failed {

@@ -1028,3 +1028,81 @@ async fn scenes_over_grpc_match_the_reference() {
         check(&r, want);
     }
 }
+
+/// On a stream, `upsert` and `remove` change the stream's scene by id: the
+/// answers are those of the whole changed scene sent as is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streams_scene_changes_by_id() {
+    let server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let player = |id: u32, y: f32| pb::SceneEntity {
+        id,
+        shape: Some(pb::scene_entity::Shape::Box(pb::Box {
+            mins: v3([-15.0, -15.0, -24.0]),
+            maxs: v3([15.0, 15.0, 32.0]),
+        })),
+        origin: v3([-600.0, y, -199.875]),
+        ..Default::default()
+    };
+    // Shots from above at y = 40 and y = 120.
+    let shots = |scene: Option<pb::Scene>| pb::TraceRequest {
+        scene,
+        mask: Some(0x600_0001),
+        ..ray_request(
+            "q3dm6ish",
+            &[
+                ([-600.0, 40.0, 50.0], [-600.0, 40.0, -500.0]),
+                ([-600.0, 120.0, 50.0], [-600.0, 120.0, -500.0]),
+            ],
+        )
+    };
+    let first = pb::Scene {
+        entities: vec![player(1, 40.0), player(2, 300.0)],
+    };
+    let messages = vec![
+        shots(Some(first.clone())),
+        // Player 2 moves under the second shot; player 1 leaves.
+        pb::TraceRequest {
+            upsert: vec![player(2, 120.0)],
+            remove: vec![1],
+            ..shots(None)
+        },
+        // A new player 3 under the first shot.
+        pb::TraceRequest {
+            upsert: vec![player(3, 40.0)],
+            ..shots(None)
+        },
+    ];
+    let wholes = [
+        first,
+        pb::Scene {
+            entities: vec![player(2, 120.0)],
+        },
+        pb::Scene {
+            entities: vec![player(2, 120.0), player(3, 40.0)],
+        },
+    ];
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    for m in &messages {
+        tx.send(m.clone()).await.expect("send");
+    }
+    drop(tx);
+    let mut responses = client
+        .trace_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("stream opens")
+        .into_inner();
+    let mut entities = Vec::new();
+    for whole in wholes {
+        let r = responses.message().await.expect("message").expect("answer");
+        let want = client
+            .trace(shots(Some(whole)))
+            .await
+            .expect("unary")
+            .into_inner();
+        assert_eq!(unpack(&r), unpack(&want));
+        assert_eq!(r.entities, want.entities);
+        entities.push(r.entities);
+    }
+    assert_eq!(entities, [vec![1, 1022], vec![1022, 2], vec![3, 2]]);
+}
