@@ -24,13 +24,10 @@ static KEPT: LazyLock<Mutex<HashMap<Key, Arc<Map>>>> = LazyLock::new(|| Mutex::n
 
 /// The model of a box `mins..maxs` (checked finite and ordered by the caller).
 pub fn box_model(mins: Vec3, maxs: Vec3) -> Result<Arc<Map>, LoadError> {
-    let key = [mins.to_array(), maxs.to_array()]
-        .concat()
-        .iter()
-        .map(|c| c.to_bits())
-        .collect::<Vec<_>>()
-        .try_into()
-        .unwrap_or([0; 6]);
+    let key: Key = std::array::from_fn(|i| {
+        let corner = if i < 3 { mins } else { maxs };
+        corner[i % 3].to_bits()
+    });
     if let Some(found) = kept().get(&key) {
         return Ok(found.clone());
     }
