@@ -200,3 +200,32 @@ pub fn pk3_of(members: &[(&str, &[u8])]) -> Vec<u8> {
     }
     zip.finish().expect("zip").into_inner()
 }
+
+/// A few rays, boxes and position tests, and point contents, through a
+/// (possibly strange) world, from `rng`: they must not panic, and every
+/// fraction lies in 0..=1.
+pub fn exercise(world: &bspq::trace::Kernel, rng: &mut Rng, queries: usize) {
+    use bspq::math::Vec3;
+    let lo = Vec3::from_array(world.mins);
+    let hi = Vec3::from_array(world.maxs);
+    let (lo, hi) = if (lo.is_finite() && hi.is_finite()) && lo.cmple(hi).all() {
+        (lo.max(Vec3::splat(-65536.0)), hi.min(Vec3::splat(65536.0)))
+    } else {
+        (Vec3::splat(-1024.0), Vec3::splat(1024.0))
+    };
+    let point = |rng: &mut Rng| lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
+    let mut scratch = bspq::trace::Scratch::new();
+    for k in 0..queries {
+        let start = point(rng);
+        let end = if k % 4 == 3 { start } else { point(rng) };
+        let (mins, maxs) = if k % 2 == 0 {
+            (Vec3::ZERO, Vec3::ZERO)
+        } else {
+            (Vec3::new(-15.0, -15.0, -24.0), Vec3::new(15.0, 15.0, 32.0))
+        };
+        let q = bspq::TraceQuery::boxed(start, end, mins, maxs, u32::MAX).unwrap();
+        let r = bspq::trace::trace(world, &q, &mut scratch);
+        assert!((0.0..=1.0).contains(&r.fraction), "fraction {}", r.fraction);
+        bspq::trace::point_contents(world, start);
+    }
+}

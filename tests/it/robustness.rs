@@ -6,10 +6,9 @@ use crate::common;
 
 use bspq::compile::CompileOptions;
 use bspq::map::{open_world, world_from_bytes, WorldSpec};
-use bspq::math::Vec3;
 use bspq::query::{answer, Query};
 use bspq::trace::Kernel as World;
-use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
+use bspq::trace::Scratch;
 use common::Rng;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
@@ -232,32 +231,6 @@ fn check_world(w: &World) -> Result<(), String> {
     Ok(())
 }
 
-/// A few queries of each kind through a (possibly strange) world: must not panic.
-fn exercise(world: &World, rng: &mut Rng) {
-    let lo = Vec3::from_array(world.mins);
-    let hi = Vec3::from_array(world.maxs);
-    let (lo, hi) = if (lo.is_finite() && hi.is_finite()) && lo.cmple(hi).all() {
-        (lo.max(Vec3::splat(-65536.0)), hi.min(Vec3::splat(65536.0)))
-    } else {
-        (Vec3::splat(-1024.0), Vec3::splat(1024.0))
-    };
-    let point = |rng: &mut Rng| lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
-    let mut scratch = Scratch::new();
-    for k in 0..12 {
-        let start = point(rng);
-        let end = if k % 4 == 3 { start } else { point(rng) };
-        let (mins, maxs) = if k % 2 == 0 {
-            (Vec3::ZERO, Vec3::ZERO)
-        } else {
-            (Vec3::new(-15.0, -15.0, -24.0), Vec3::new(15.0, 15.0, 32.0))
-        };
-        let q = TraceQuery::boxed(start, end, mins, maxs, u32::MAX).unwrap();
-        let r = trace(world, &q, &mut scratch);
-        assert!((0.0..=1.0).contains(&r.fraction), "fraction {}", r.fraction);
-        point_contents(world, start);
-    }
-}
-
 #[test]
 fn mutated_maps_give_errors_or_valid_worlds() {
     // The smallest committed map; compiling it takes tens of milliseconds, so
@@ -291,7 +264,7 @@ fn mutated_maps_give_errors_or_valid_worlds() {
                                 Ok(loaded) => {
                                     let world = loaded.view();
                                     check_world(&world)?;
-                                    exercise(&world, &mut Rng::new(i as u64));
+                                    common::exercise(&world, &mut Rng::new(i as u64), 12);
                                     Ok(true)
                                 }
                                 Err(e) => {

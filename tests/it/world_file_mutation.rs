@@ -26,8 +26,7 @@ use crate::common;
 use bspq::compile::CompileOptions;
 use bspq::map::{compile_source, LoadError, Map};
 use bspq::math::Vec3;
-use bspq::trace::Kernel as World;
-use bspq::trace::{point_contents, trace, Scratch, TraceQuery};
+use bspq::trace::Scratch;
 use bspq::world::format::{self, FormatError, SectionEntry, SectionKind};
 use bspq::world::{Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane};
 use common::Rng;
@@ -103,33 +102,6 @@ fn field(bytes: &[u8], kind: SectionKind, index: usize, field: usize) -> usize {
     s.offset + index * kind.record_size() + field
 }
 
-/// A few queries of each kind through a loaded world: must not panic.
-fn exercise(world: &World, seed: u64) {
-    let mut rng = Rng::new(seed);
-    let lo = Vec3::from_array(world.mins).max(Vec3::splat(-65536.0));
-    let hi = Vec3::from_array(world.maxs).min(Vec3::splat(65536.0));
-    let (lo, hi) = if lo.cmple(hi).all() {
-        (lo, hi)
-    } else {
-        (Vec3::splat(-1024.0), Vec3::splat(1024.0))
-    };
-    let point = |rng: &mut Rng| lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
-    let mut scratch = Scratch::new();
-    for k in 0..6 {
-        let start = point(&mut rng);
-        let end = if k % 3 == 2 { start } else { point(&mut rng) };
-        let (mins, maxs) = if k % 2 == 0 {
-            (Vec3::ZERO, Vec3::ZERO)
-        } else {
-            (Vec3::new(-15.0, -15.0, -24.0), Vec3::new(15.0, 15.0, 32.0))
-        };
-        let q = TraceQuery::boxed(start, end, mins, maxs, u32::MAX).unwrap();
-        let r = trace(world, &q, &mut scratch);
-        assert!((0.0..=1.0).contains(&r.fraction), "fraction {}", r.fraction);
-        point_contents(world, start);
-    }
-}
-
 #[derive(Debug, PartialEq)]
 enum Outcome {
     /// Loaded, and queries ran.
@@ -143,7 +115,7 @@ fn load(bytes: &[u8], seed: u64) -> Outcome {
     let started = Instant::now();
     let outcome = catch_unwind(AssertUnwindSafe(|| match Map::from_compiled_bytes(bytes) {
         Ok(world) => {
-            exercise(&world.view(), seed);
+            common::exercise(&world.view(), &mut Rng::new(seed), 6);
             Ok(())
         }
         Err(e) => Err(e),
@@ -1001,5 +973,5 @@ fn a_file_without_the_source_tree_loads() {
     let loaded = Map::from_compiled_bytes(&bytes).unwrap();
     let world = loaded.view();
     assert!(!world.source.is_present());
-    exercise(&world, 7);
+    common::exercise(&world, &mut Rng::new(7), 6);
 }
