@@ -521,11 +521,11 @@ impl Service {
                 SceneStream::with_scene(map, placed)
             }
         };
-        stream
+        let checked = stream
             .check(lines)
             .map_err(|(index, error)| ServiceError::BadQuery { index, error })?;
         let results = stream
-            .answer(lines.iter().cloned().map(Ok).collect(), &self.batch)
+            .answer_checked(checked.into_iter().map(Ok).collect(), &self.batch)
             .into_iter()
             .enumerate()
             .map(|(index, answer)| answer.map_err(|error| ServiceError::BadQuery { index, error }))

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 mod scene;
 use crate::scene::{Scene, SceneError};
 pub use scene::{
-    answer_all_in_scene, answer_in_scene, pass_of, scene_of, BoxLine, EntityLine, SceneAnswer,
-    SceneStream,
+    answer_all_in_scene, answer_in_scene, pass_of, scene_of, BoxLine, Checked, EntityLine,
+    SceneAnswer, SceneStream,
 };
 use thiserror::Error;
 

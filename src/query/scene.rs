@@ -194,22 +194,27 @@ impl<'m> SceneStream<'m> {
         }
     }
 
-    /// Checks `lines` as [`SceneStream::answer`] would take them, without
-    /// answering: the index and error of the first bad line.
-    pub fn check(&self, lines: &[QueryLine]) -> Result<(), (usize, QueryError)> {
-        let world = self.map.view();
-        for (index, line) in lines.iter().enumerate() {
-            let checked = match line.scene() {
-                Some(scene) => scene.and_then(|scene| {
-                    PlacedScene::new(self.map, &scene)
-                        .map(drop)
-                        .map_err(QueryError::Scene)
-                }),
-                None => line.request_in(&world).and_then(|_| line.pass()).map(drop),
-            };
-            checked.map_err(|error| (index, error))?;
+    /// One line checked: a query with its `pass`, or a scene placed in the
+    /// stream's map.
+    pub fn checked(&self, line: &QueryLine) -> Result<Checked<'m>, QueryError> {
+        match line.scene() {
+            Some(scene) => PlacedScene::new(self.map, &scene?)
+                .map(|placed| Checked::Scene(Box::new(placed)))
+                .map_err(QueryError::Scene),
+            None => Ok(Checked::Query(
+                line.request_in(&self.map.view())?,
+                line.pass()?,
+            )),
         }
-        Ok(())
+    }
+
+    /// Every line checked; the index and error of the first bad one.
+    pub fn check(&self, lines: &[QueryLine]) -> Result<Vec<Checked<'m>>, (usize, QueryError)> {
+        lines
+            .iter()
+            .enumerate()
+            .map(|(index, line)| self.checked(line).map_err(|error| (index, error)))
+            .collect()
     }
 
     /// The answers to `lines`, one per line, in order.
@@ -218,26 +223,33 @@ impl<'m> SceneStream<'m> {
         lines: Vec<Result<QueryLine, QueryError>>,
         options: &crate::trace::BatchOptions,
     ) -> Vec<Result<Answer, QueryError>> {
-        let world = self.map.view();
+        let checked = lines
+            .into_iter()
+            .map(|line| line.and_then(|line| self.checked(&line)))
+            .collect();
+        self.answer_checked(checked, options)
+    }
+
+    /// [`SceneStream::answer`] for lines already checked.
+    pub fn answer_checked(
+        &mut self,
+        lines: Vec<Result<Checked<'m>, QueryError>>,
+        options: &crate::trace::BatchOptions,
+    ) -> Vec<Result<Answer, QueryError>> {
         let mut out = Vec::with_capacity(lines.len());
         let mut run: Vec<Result<(Request, u32), QueryError>> = Vec::new();
         for line in lines {
-            let scene = match &line {
-                Ok(line) => line.scene(),
-                Err(_) => None,
-            };
-            let Some(scene) = scene else {
-                run.push(line.and_then(|line| Ok((line.request_in(&world)?, line.pass()?))));
-                continue;
-            };
-            self.flush(&mut run, options, &mut out);
-            let placed = scene
-                .and_then(|scene| PlacedScene::new(self.map, &scene).map_err(QueryError::Scene));
-            out.push(placed.map(|placed| {
-                let entities = placed.len();
-                self.scene = Some(placed);
-                Answer::Scene(SceneAnswer { entities })
-            }));
+            match line {
+                Ok(Checked::Scene(placed)) => {
+                    self.flush(&mut run, options, &mut out);
+                    out.push(Ok(Answer::Scene(SceneAnswer {
+                        entities: placed.len(),
+                    })));
+                    self.scene = Some(*placed);
+                }
+                Ok(Checked::Query(request, pass)) => run.push(Ok((request, pass))),
+                Err(e) => run.push(Err(e)),
+            }
         }
         self.flush(&mut run, options, &mut out);
         out
@@ -267,6 +279,14 @@ impl<'m> SceneStream<'m> {
             }));
         }
     }
+}
+
+/// A line of a scene stream, checked.
+#[derive(Debug)]
+pub enum Checked<'m> {
+    Query(Request, u32),
+    /// Boxed: a placed scene holds its world's kernel (a few hundred bytes).
+    Scene(Box<PlacedScene<'m>>),
 }
 
 impl From<SceneError> for QueryError {
