@@ -7,7 +7,7 @@ use crate::query::{
     answer_all, scene_of, Answer, EntityLine, Query, QueryError, QueryLine, Request, SceneStream,
 };
 use crate::registry::{valid_world_name, Registry, WorldVersion};
-use crate::scene::PlacedScene;
+use crate::scene::{PlacedScene, ENTITY_NONE};
 use crate::trace::{
     any_hit_queries, trace_queries, BatchOptions, BatchResults, TraceQuery, TraceResult,
 };
@@ -165,9 +165,12 @@ pub struct BatchAnswer {
 /// A trace batch in packed form, as the gRPC messages carry it: `x,y,z` per
 /// query in `starts` and `ends`, one box or shape, mask, `exact` and `any`
 /// for the whole batch (`template`; its `start`, `end` and `point` are
-/// ignored), optionally a mask per query. Checked by the same rules as
-/// query lines, in the same order, so a bad query gets the same error and
-/// index either way ([`PackedTraces::lines`] gives those lines).
+/// ignored), optionally a mask and a pass per query. A tick mixes more in
+/// one batch: a shape per query from a small table, any-hit per query, and
+/// points answered after the traces. Checked by the same rules as query
+/// lines, in the same order, so a bad query gets the same error and index
+/// either way ([`PackedTraces::lines`] gives those lines: the traces, then
+/// the points).
 #[derive(Debug, Clone, Default)]
 pub struct PackedTraces<'a> {
     pub starts: &'a [f32],
@@ -178,13 +181,47 @@ pub struct PackedTraces<'a> {
     pub passes: &'a [u32],
     /// The scene the batch is traced with.
     pub scene: Option<Vec<EntityLine>>,
+    /// A tick's shape table: lines holding only shape fields (`mins` and
+    /// `maxs`, `shape`, `exact`, `hull`; none: a ray) ...
+    pub shapes: Vec<QueryLine>,
+    /// ... and each query's entry in it (empty: the template's shape for
+    /// all; else one per query, and the template holds no shape).
+    pub shape_index: &'a [u32],
+    /// Per-query any-hit (empty: the template's `any` for all).
+    pub any_hits: &'a [bool],
+    /// Points (`x,y,z` each) whose contents are answered after the traces.
+    pub points: &'a [f32],
+    /// Per-point `pass` (empty: the template's for all).
+    pub point_passes: &'a [u32],
 }
 
-/// Answers to a packed batch: full traces, or (`any`) whether each hits.
+/// Answers to a packed batch: full traces, whether each hits (`any`), or
+/// both for a tick with any-hit per query.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PackedResults {
     Traces(BatchResults),
     Hits(Vec<bool>),
+    /// Every query's entry in both: a full trace's hit is its `fraction <
+    /// 1`; an any-hit query (`hit_only`) has a zero trace entry.
+    Mixed {
+        traces: BatchResults,
+        hits: Vec<bool>,
+        hit_only: Vec<bool>,
+    },
+}
+
+impl PackedResults {
+    /// Number of traces answered.
+    pub fn len(&self) -> usize {
+        match self {
+            PackedResults::Traces(t) => t.len(),
+            PackedResults::Hits(h) | PackedResults::Mixed { hits: h, .. } => h.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Answers to a packed batch, naming the world version that answered.
@@ -193,17 +230,32 @@ pub struct PackedAnswer {
     pub world: String,
     pub version: u64,
     pub results: PackedResults,
-    /// With a scene: per query, the entity that gave the answer.
+    /// With a scene: per query, the entity that gave the answer
+    /// ([`ENTITY_NONE`] for an any-hit query of a tick).
     pub entities: Vec<u32>,
+    /// The contents at each of the batch's points.
+    pub point_contents: Vec<u32>,
 }
 
-impl From<BatchAnswer> for PackedAnswer {
-    /// Answers of trace lines as packed results (every line of a packed
-    /// batch is a trace, so there are no point answers).
-    fn from(answer: BatchAnswer) -> Self {
+/// The trace entry of an any-hit query in a tick's mixed answers.
+const HIT_ONLY_ENTRY: TraceResult = TraceResult {
+    fraction: 0.0,
+    endpos: Vec3::ZERO,
+    normal: Vec3::ZERO,
+    dist: 0.0,
+    startsolid: false,
+    allsolid: false,
+    contents: 0,
+    surface_flags: 0,
+};
+
+impl PackedAnswer {
+    /// The answers of [`PackedTraces::lines`] packed: `mixed` when the
+    /// batch asked any-hit per query, `in_scene` when it had a scene.
+    fn of_lines(answer: BatchAnswer, mixed: bool, in_scene: bool) -> Self {
         let mut traces = BatchResults::default();
-        let mut hits = Vec::new();
-        let mut entities = Vec::new();
+        let (mut hits, mut hit_only) = (Vec::new(), Vec::new());
+        let (mut entities, mut point_contents) = (Vec::new(), Vec::new());
         for a in &answer.results {
             match a {
                 Answer::Trace(t) => {
@@ -217,28 +269,56 @@ impl From<BatchAnswer> for PackedAnswer {
                         allsolid: t.allsolid,
                         contents: t.contents,
                         surface_flags: t.surface_flags,
-                    })
+                    });
+                    hits.push(t.fraction < 1.0);
+                    hit_only.push(false);
                 }
-                Answer::Hit(h) => hits.push(h.hit),
-                Answer::Point(_) | Answer::Scene(_) => {}
+                Answer::Hit(h) => {
+                    if in_scene {
+                        entities.push(ENTITY_NONE);
+                    }
+                    traces.push(&HIT_ONLY_ENTRY);
+                    hits.push(h.hit);
+                    hit_only.push(true);
+                }
+                Answer::Point(p) => point_contents.push(p.contents),
+                Answer::Scene(_) => {}
             }
         }
+        let results = if mixed {
+            PackedResults::Mixed {
+                traces,
+                hits,
+                hit_only,
+            }
+        } else if !hit_only.is_empty() && hit_only.iter().all(|&h| h) {
+            PackedResults::Hits(hits)
+        } else {
+            PackedResults::Traces(traces)
+        };
         PackedAnswer {
             world: answer.world,
             version: answer.version,
-            results: if hits.is_empty() || !traces.is_empty() {
-                PackedResults::Traces(traces)
-            } else {
-                PackedResults::Hits(hits)
-            },
+            results,
             entities,
+            point_contents,
         }
     }
 }
 
 impl PackedTraces<'_> {
-    /// Number of queries, once the array lengths are checked.
+    /// Number of queries (traces and points), once the array lengths are
+    /// checked.
     pub fn count(&self) -> Result<usize, ServiceError> {
+        Ok(self.trace_count()? + self.point_count()?)
+    }
+
+    /// Whether the batch uses a tick's per-query shapes, any-hit or points.
+    pub fn is_tick(&self) -> bool {
+        !self.shape_index.is_empty() || !self.any_hits.is_empty() || !self.points.is_empty()
+    }
+
+    fn trace_count(&self) -> Result<usize, ServiceError> {
         let n = triples("starts", self.starts)?;
         let ends = triples("ends", self.ends)?;
         if n != ends {
@@ -246,41 +326,117 @@ impl PackedTraces<'_> {
                 "`starts` holds {n} queries but `ends` holds {ends}"
             )));
         }
-        if !self.masks.is_empty() && self.masks.len() != n {
-            return Err(ServiceError::Malformed(format!(
-                "`masks` holds {} values for {n} queries (send none or one per query)",
-                self.masks.len()
-            )));
+        let per_query = |field: &str, len: usize| {
+            if len != 0 && len != n {
+                return Err(ServiceError::Malformed(format!(
+                    "`{field}` holds {len} values for {n} queries (send none or one per query)"
+                )));
+            }
+            Ok(())
+        };
+        per_query("masks", self.masks.len())?;
+        per_query("passes", self.passes.len())?;
+        per_query("shape_index", self.shape_index.len())?;
+        per_query("any_hits", self.any_hits.len())?;
+        if self.shape_index.is_empty() && !self.shapes.is_empty() {
+            return Err(ServiceError::Malformed(
+                "`shapes` without `shape_index` (one entry per query)".into(),
+            ));
         }
-        if !self.passes.is_empty() && self.passes.len() != n {
+        if !self.shape_index.is_empty() {
+            let t = &self.template;
+            if t.mins.is_some()
+                || t.maxs.is_some()
+                || t.shape.is_some()
+                || t.exact.is_some()
+                || t.hull.is_some()
+            {
+                return Err(ServiceError::Malformed(
+                    "`shape_index` with a batch shape (`shape`, `swept`, `hull` or `exact`): send one or the other".into(),
+                ));
+            }
+            if let Some((query, &k)) = self
+                .shape_index
+                .iter()
+                .enumerate()
+                .find(|(_, &k)| k as usize >= self.shapes.len())
+            {
+                return Err(ServiceError::Malformed(format!(
+                    "query {query}: `shape_index` {k} is past the {} entries of `shapes`",
+                    self.shapes.len()
+                )));
+            }
+        }
+        Ok(n)
+    }
+
+    fn point_count(&self) -> Result<usize, ServiceError> {
+        let n = triples("points", self.points)?;
+        if !self.point_passes.is_empty() && self.point_passes.len() != n {
             return Err(ServiceError::Malformed(format!(
-                "`passes` holds {} values for {n} queries (send none or one per query)",
-                self.passes.len()
+                "`point_passes` holds {} values for {n} points (send none or one per point)",
+                self.point_passes.len()
             )));
         }
         Ok(n)
     }
 
-    /// Query `i` as a line.
+    /// Query `i` as a line (after [`PackedTraces::count`]).
     fn line(&self, i: usize) -> QueryLine {
+        let template = match self.shape_index.get(i) {
+            Some(&k) => {
+                let shape = &self.shapes[k as usize];
+                QueryLine {
+                    mins: shape.mins,
+                    maxs: shape.maxs,
+                    shape: shape.shape.clone(),
+                    exact: shape.exact,
+                    hull: shape.hull.clone(),
+                    ..self.template.clone()
+                }
+            }
+            None => self.template.clone(),
+        };
         QueryLine {
             start: Some(xyz(self.starts, i)),
             end: Some(xyz(self.ends, i)),
             point: None,
             mask: self.masks.get(i).copied().or(self.template.mask),
             pass: self.passes.get(i).map(|&p| p.into()).or(self.template.pass),
-            ..self.template.clone()
+            any: match self.any_hits.get(i) {
+                Some(&any) => any.then_some(true),
+                None => self.template.any,
+            },
+            ..template
         }
     }
 
-    /// The batch as query lines (the form HTTP takes; answers are the same).
+    /// Point `j` as a line.
+    fn point_line(&self, j: usize) -> QueryLine {
+        QueryLine {
+            point: Some(xyz(self.points, j)),
+            pass: self
+                .point_passes
+                .get(j)
+                .map(|&p| p.into())
+                .or(self.template.pass),
+            ..QueryLine::default()
+        }
+    }
+
+    /// The batch as query lines (the form HTTP takes; answers are the
+    /// same): the traces, then the points.
     pub fn lines(&self) -> Result<Vec<QueryLine>, ServiceError> {
-        Ok((0..self.count()?).map(|i| self.line(i)).collect())
+        let (traces, points) = (self.trace_count()?, self.point_count()?);
+        Ok((0..traces)
+            .map(|i| self.line(i))
+            .chain((0..points).map(|j| self.point_line(j)))
+            .collect())
     }
 
     /// Validates every query: the first in full as a line, the rest only
     /// where they differ from it (start, end, mask), so a shape is checked
-    /// and built once per batch.
+    /// and built once per batch. Not for ticks.
     fn queries(&self, n: usize) -> Result<Vec<TraceQuery>, ServiceError> {
         let bad = |index: usize| move |error: QueryError| ServiceError::BadQuery { index, error };
         if n == 0 {
@@ -453,14 +609,15 @@ impl Service {
     ) -> Result<PackedAnswer, ServiceError> {
         let n = batch.count()?;
         self.check_count(n)?;
-        if let Some(scene) = &batch.scene {
-            return Ok(self
-                .trace_in_scene(world, Some(scene), &batch.lines()?)?
-                .into());
-        }
-        if batch.template.hull.is_some() {
-            // Hull names are resolved per world by the line path.
-            return Ok(self.trace(world, &batch.lines()?)?.into());
+        // Scenes, ticks and hull names (resolved per world) take the line
+        // path.
+        if batch.scene.is_some() || batch.is_tick() || batch.template.hull.is_some() {
+            let answer = self.trace_in_scene(world, batch.scene.as_deref(), &batch.lines()?)?;
+            return Ok(PackedAnswer::of_lines(
+                answer,
+                !batch.any_hits.is_empty(),
+                batch.scene.is_some(),
+            ));
         }
         let version = self.world(world)?;
         let queries = batch.queries(n)?;
@@ -479,6 +636,7 @@ impl Service {
             version: version.version,
             results,
             entities: Vec::new(),
+            point_contents: Vec::new(),
         })
     }
 

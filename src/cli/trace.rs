@@ -3,12 +3,14 @@
 
 use super::WorldArgs;
 use anyhow::Context;
+use bspq::contents::MASK_SOLID;
 use bspq::proto::v1 as pb;
 use bspq::query::{
-    error_json, error_line, query_lines, Answer, HitAnswer, PointAnswer, Query, QueryError,
-    QueryLine, Request, SceneStream, TraceAnswer,
+    error_json, error_line, query_lines, Answer, EntityLine, HitAnswer, PointAnswer, QueryError,
+    QueryLine, SceneAnswer, SceneStream, TraceAnswer,
 };
 use bspq::trace::BatchOptions;
+use bspq::transport::grpc;
 use clap::Args;
 use std::collections::HashMap;
 use std::io::Write;
@@ -96,26 +98,27 @@ fn next_chunk(
     Ok(chunk)
 }
 
-/// A line checked for sending to a server: hull lines (whose hull only the
-/// server's world knows) are checked as the ray of the same move and sent
-/// with the hull's name; `any` lines become any-hit requests either way.
-fn remote_request(line: &QueryLine) -> Result<Request, QueryError> {
-    let Some(_) = &line.hull else {
-        return line.request();
-    };
-    if line.mins.is_some() || line.maxs.is_some() || line.shape.is_some() || line.exact.is_some() {
-        return Err(QueryError::HullWithShape);
+/// Checks a query line as offline mode would, short of what only the
+/// server's world knows (its hulls and models): hull lines are checked as
+/// the ray of the same move.
+fn check_query(line: &QueryLine) -> Result<(), QueryError> {
+    if line.hull.is_some() {
+        if line.mins.is_some()
+            || line.maxs.is_some()
+            || line.shape.is_some()
+            || line.exact.is_some()
+        {
+            return Err(QueryError::HullWithShape);
+        }
+        QueryLine {
+            hull: None,
+            ..line.clone()
+        }
+        .request()?;
+    } else {
+        line.request()?;
     }
-    QueryLine {
-        hull: None,
-        any: None,
-        ..line.clone()
-    }
-    .request()
-    .map(|r| match r {
-        Request::Query(Query::Trace(q)) if line.any == Some(true) => Request::AnyHit(q),
-        other => other,
-    })
+    line.pass().map(|_| ())
 }
 
 /// One input line of a chunk: its answer, or why it has none, once known.
@@ -131,12 +134,22 @@ enum Slot {
     },
 }
 
-/// Lines are read in chunks of `batch`; each is validated locally (so bad
-/// lines get the same error lines as offline). In a chunk, traces that share
-/// a box are sent as one `Trace` call with that box as the batch shape and
-/// per-query masks; points go in one `PointContents` call. Any-hit lines are
-/// sent as traces and answered `hit = fraction < 1`. Answers are printed in
-/// input order.
+impl Slot {
+    fn rejected(line_index: usize, code: &str, message: String) -> Slot {
+        Slot::Rejected {
+            line_index,
+            json: error_line(code, &message, line_index),
+            message,
+        }
+    }
+}
+
+/// Lines are read in chunks of `batch`; each is checked locally (so bad
+/// lines get the same error lines as offline). The queries of a chunk
+/// between scene lines go to the server as one tick: a `Trace` call with a
+/// shape table, per-query masks, passes and any-hit, and the points. A
+/// scene line is sent alone first (the server checks its models), then
+/// travels with every later call. Answers are printed in input order.
 fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -150,9 +163,14 @@ fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCod
             .map_err(|err| {
                 anyhow::anyhow!("cannot connect to {server}: {}", super::causes_once(&err))
             })?;
-        let mut client = pb::collision_client::CollisionClient::new(channel)
+        let client = pb::collision_client::CollisionClient::new(channel)
             .max_decoding_message_size(usize::MAX)
             .max_encoding_message_size(usize::MAX);
+        let mut remote = Remote {
+            client,
+            world: world.to_owned(),
+            scene: None,
+        };
         let stdin = std::io::stdin().lock();
         let mut out = super::answers_out();
         let mut failed = 0usize;
@@ -162,7 +180,7 @@ fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCod
             if chunk.is_empty() {
                 break;
             }
-            for slot in answer_chunk(&mut client, world, &chunk).await? {
+            for slot in remote.answer_chunk(&chunk).await? {
                 match slot {
                     Slot::Answer(answer) => writeln!(out, "{answer}")?,
                     Slot::Rejected {
@@ -193,13 +211,13 @@ fn status_error(status: tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("server answered {:?}: {}", status.code(), status.message())
 }
 
-/// The query a server rejected in a request (as the service names it:
-/// INVALID_ARGUMENT with a JSON error body and `query_index`).
+/// What the server said was wrong with a request (INVALID_ARGUMENT with
+/// the JSON error body): the query it names, if one is to blame.
 struct Rejected {
-    /// Index of the query in the request.
-    index: usize,
+    index: Option<usize>,
     code: String,
-    /// The message as offline mode words it (without the server's `query N: `).
+    /// The message as offline mode words it (without the server's
+    /// `query N: ` or `scene: `).
     message: String,
 }
 
@@ -210,9 +228,12 @@ impl Rejected {
         }
         let body: serde_json::Value = serde_json::from_str(status.message()).ok()?;
         let error = body.get("error")?;
-        let index = usize::try_from(error.get("query_index")?.as_u64()?).ok()?;
+        let index = match error.get("query_index") {
+            Some(i) => Some(usize::try_from(i.as_u64()?).ok()?),
+            None => None,
+        };
         let message = error.get("message")?.as_str()?;
-        let prefix = format!("query {index}: ");
+        let prefix = index.map_or_else(|| "scene: ".to_owned(), |i| format!("query {i}: "));
         Some(Rejected {
             index,
             code: error.get("code")?.as_str()?.to_owned(),
@@ -221,193 +242,230 @@ impl Rejected {
     }
 }
 
-async fn answer_chunk(
-    client: &mut Client,
-    world: &str,
-    chunk: &[InputLine],
-) -> anyhow::Result<Vec<Slot>> {
-    let mut slots = Vec::with_capacity(chunk.len());
-    // Box (as bits), swept shape, exactness and hull -> the traces that share them.
-    let mut groups: HashMap<String, Group> = HashMap::new();
-    let mut points = pb::PointContentsRequest {
-        world: world.to_owned(),
-        points: Vec::new(),
-    };
-    let mut point_slots = Vec::new();
-    let mut any_hit = vec![false; chunk.len()];
-    for (pos, (index, line)) in chunk.iter().enumerate() {
-        let parsed = line.clone().and_then(|line| {
-            let q = QueryLine::parse(&line)?;
-            remote_request(&q).map(|r| (q, r))
-        });
-        any_hit[pos] = matches!(&parsed, Ok((line, Request::AnyHit(_))) if line.any == Some(true));
-        match parsed {
-            Err(err) => {
-                slots.push(Slot::Rejected {
+/// A server session: the client and the scene set by the last good scene line.
+struct Remote {
+    client: Client,
+    world: String,
+    scene: Option<pb::Scene>,
+}
+
+impl Remote {
+    async fn answer_chunk(&mut self, chunk: &[InputLine]) -> anyhow::Result<Vec<Slot>> {
+        let mut slots = Vec::with_capacity(chunk.len());
+        let mut tick = Vec::new();
+        for (pos, (index, line)) in chunk.iter().enumerate() {
+            let parsed = line.clone().and_then(|text| QueryLine::parse(&text));
+            let checked = parsed.and_then(|line| match line.scene() {
+                Some(scene) => scene.map(|_| line),
+                None => check_query(&line).map(|()| line),
+            });
+            match checked {
+                Err(err) => slots.push(Slot::Rejected {
                     line_index: *index,
                     message: err.to_string(),
                     json: error_json(&err, *index),
-                });
-            }
-            Ok((_, Request::Query(Query::Point(p)))) => {
-                points.points.extend_from_slice(&p.to_array());
-                point_slots.push(pos);
-                slots.push(Slot::Pending);
-            }
-            Ok((_, Request::Hull { .. })) => {
-                // `remote_request` sends hull lines as traces named by the hull.
-                slots.push(Slot::Answer(String::new()));
-            }
-            Ok((line, Request::Query(Query::Trace(q)) | Request::AnyHit(q))) => {
-                let (mins, maxs) = (q.mins().to_array(), q.maxs().to_array());
-                let swept = line
-                    .shape
-                    .as_ref()
-                    .map(bspq::transport::grpc::swept_message);
-                let bits: Vec<u32> = [mins, maxs].concat().iter().map(|f| f.to_bits()).collect();
-                let key = format!("{bits:?} {swept:?} {} {:?}", q.exact(), line.hull);
-                let group = groups.entry(key).or_insert_with(|| {
-                    let shape = (swept.is_none()
-                        && line.hull.is_none()
-                        && (mins != [0.0; 3] || maxs != [0.0; 3]))
-                        .then(|| pb::Box {
-                            mins: Some(pb::Vec3 {
-                                x: mins[0],
-                                y: mins[1],
-                                z: mins[2],
-                            }),
-                            maxs: Some(pb::Vec3 {
-                                x: maxs[0],
-                                y: maxs[1],
-                                z: maxs[2],
-                            }),
-                        });
-                    Group {
-                        positions: Vec::new(),
-                        request: pb::TraceRequest {
-                            world: world.to_owned(),
-                            shape,
-                            swept,
-                            exact: q.exact(),
-                            hull: line.hull.clone(),
-                            ..Default::default()
-                        },
+                }),
+                Ok(line) => match &line.entities {
+                    Some(entities) => {
+                        self.answer_tick(std::mem::take(&mut tick), chunk, &mut slots)
+                            .await?;
+                        slots.push(self.set_scene(entities, *index).await?);
                     }
-                });
-                group.positions.push(pos);
-                let request = &mut group.request;
-                request.starts.extend_from_slice(&q.start().to_array());
-                request.ends.extend_from_slice(&q.end().to_array());
-                request.masks.push(q.mask());
-                slots.push(Slot::Pending);
+                    None => {
+                        tick.push((pos, line));
+                        slots.push(Slot::Pending);
+                    }
+                },
             }
         }
+        self.answer_tick(tick, chunk, &mut slots).await?;
+        Ok(slots)
     }
-    if !point_slots.is_empty() {
-        let r = client
-            .point_contents(points)
-            .await
-            .map_err(status_error)?
-            .into_inner();
-        anyhow::ensure!(
-            r.contents.len() == point_slots.len(),
-            "server answered {} points for {}",
-            r.contents.len(),
-            point_slots.len()
-        );
-        for (pos, contents) in point_slots.iter().zip(r.contents) {
-            slots[*pos] = Slot::Answer(Answer::Point(PointAnswer { contents }).to_json());
+
+    /// Sends a scene alone; when the server places it, it is the scene of
+    /// the calls after it.
+    async fn set_scene(
+        &mut self,
+        entities: &[EntityLine],
+        line_index: usize,
+    ) -> anyhow::Result<Slot> {
+        let scene = scene_message(entities);
+        let request = pb::TraceRequest {
+            world: self.world.clone(),
+            scene: Some(scene.clone()),
+            ..Default::default()
+        };
+        match self.client.trace(request).await {
+            Ok(_) => {
+                self.scene = Some(scene);
+                Ok(Slot::Answer(
+                    Answer::Scene(SceneAnswer {
+                        entities: entities.len(),
+                    })
+                    .to_json(),
+                ))
+            }
+            Err(status) => match Rejected::from_status(&status) {
+                Some(r) if r.index.is_none() => Ok(Slot::rejected(line_index, &r.code, r.message)),
+                _ => Err(status_error(status)),
+            },
         }
     }
-    for group in groups.into_values() {
-        group.answer(client, chunk, &any_hit, &mut slots).await?;
-    }
-    Ok(slots)
-}
 
-/// Traces of one chunk that share a box, shape and hull: one `Trace` request.
-struct Group {
-    /// Positions in the chunk of the request's queries, in order.
-    positions: Vec<usize>,
-    request: pb::TraceRequest,
-}
-
-impl Group {
-    /// Sends the request and fills the slots of its queries. When the
-    /// server rejects a query, that line gets the error line offline mode
-    /// gives it (with its input line number) and the others are sent again:
-    /// a bad line costs its own answer only, as offline. A hull the world
-    /// does not register is every query's fault (they share it), so all
-    /// get its error at once.
-    async fn answer(
-        mut self,
-        client: &mut Client,
+    /// Answers one tick's queries (positions in the chunk, checked lines).
+    /// When the server rejects a query, that line gets the error line
+    /// offline mode gives it and the others are sent again: a bad line
+    /// costs its own answer only. A hull the world does not register is
+    /// the fault of every query naming it, so all of them get its error.
+    async fn answer_tick(
+        &mut self,
+        mut tick: Vec<(usize, QueryLine)>,
         chunk: &[InputLine],
-        any_hit: &[bool],
         slots: &mut [Slot],
     ) -> anyhow::Result<()> {
-        while !self.positions.is_empty() {
-            let status = match client.trace(self.request.clone()).await {
-                Ok(response) => return self.fill(&response.into_inner(), any_hit, slots),
+        while !tick.is_empty() {
+            let mut request = Tick::of(&self.world, self.scene.as_ref(), &tick);
+            let status = match self
+                .client
+                .trace(std::mem::take(&mut request.message))
+                .await
+            {
+                Ok(response) => return request.fill(&response.into_inner(), slots),
                 Err(status) => status,
             };
             let Some(rejected) = Rejected::from_status(&status) else {
                 return Err(status_error(status));
             };
-            if rejected.index >= self.positions.len() {
+            let Some(&bad_pos) = rejected.index.and_then(|i| request.positions.get(i)) else {
                 return Err(status_error(status));
-            }
-            let bad: Vec<usize> = if rejected.code == "unknown_hull" {
-                (0..self.positions.len()).collect()
-            } else {
-                vec![rejected.index]
             };
-            for &k in &bad {
-                let pos = self.positions[k];
-                let line_index = chunk[pos].0;
-                slots[pos] = Slot::Rejected {
-                    line_index,
-                    message: rejected.message.clone(),
-                    json: error_line(&rejected.code, &rejected.message, line_index),
-                };
-            }
-            self.remove(&bad);
+            let hull = |pos: usize| {
+                tick.iter()
+                    .find(|(p, _)| *p == pos)
+                    .and_then(|(_, l)| l.hull.clone())
+            };
+            let bad_hull = (rejected.code == "unknown_hull")
+                .then(|| hull(bad_pos))
+                .flatten();
+            tick.retain(|(pos, line)| {
+                let bad = *pos == bad_pos || (bad_hull.is_some() && line.hull == bad_hull);
+                if bad {
+                    let line_index = chunk[*pos].0;
+                    slots[*pos] =
+                        Slot::rejected(line_index, &rejected.code, rejected.message.clone());
+                }
+                !bad
+            });
         }
         Ok(())
     }
+}
 
-    /// Drops the queries at `indices` (ascending) from the request.
-    fn remove(&mut self, indices: &[usize]) {
-        let keep = |k: &usize| indices.binary_search(k).is_err();
-        let r = &mut self.request;
-        let per_query = |values: &[f32], width: usize| -> Vec<f32> {
-            values
-                .chunks(width)
-                .enumerate()
-                .filter(|(k, _)| keep(k))
-                .flat_map(|(_, v)| v.iter().copied())
-                .collect()
+/// A scene's entities as the wire message (checked already).
+fn scene_message(entities: &[EntityLine]) -> pb::Scene {
+    let v = |v: [f64; 3]| pb::Vec3 {
+        x: v[0] as f32,
+        y: v[1] as f32,
+        z: v[2] as f32,
+    };
+    pb::Scene {
+        entities: entities
+            .iter()
+            .map(|e| pb::SceneEntity {
+                id: e.id as u32,
+                shape: match (&e.model, &e.bbox) {
+                    (Some(model), _) => Some(pb::scene_entity::Shape::Model(model.clone())),
+                    (None, Some(b)) => Some(pb::scene_entity::Shape::Box(pb::Box {
+                        mins: Some(v(b.mins)),
+                        maxs: Some(v(b.maxs)),
+                    })),
+                    (None, None) => None,
+                },
+                origin: e.origin.map(v),
+                angles: e.angles.map(v),
+                contents: e.contents,
+                owner: e.owner.map(|o| o as u32),
+            })
+            .collect(),
+    }
+}
+
+/// One tick request and, for each answer in it (the traces, then the
+/// points), the position of its line in the chunk.
+struct Tick {
+    message: pb::TraceRequest,
+    positions: Vec<usize>,
+    traces: usize,
+    any_hits: Vec<bool>,
+    in_scene: bool,
+}
+
+impl Tick {
+    fn of(world: &str, scene: Option<&pb::Scene>, lines: &[(usize, QueryLine)]) -> Tick {
+        let f = |v: [f64; 3]| v.map(|c| c as f32);
+        let vec3 = |v: Option<[f64; 3]>| {
+            let [x, y, z] = f(v.unwrap_or_default());
+            Some(pb::Vec3 { x, y, z })
         };
-        r.starts = per_query(&r.starts, 3);
-        r.ends = per_query(&r.ends, 3);
-        r.masks = (r.masks.iter().enumerate())
-            .filter(|(k, _)| keep(k))
-            .map(|(_, m)| *m)
-            .collect();
-        self.positions = (self.positions.iter().enumerate())
-            .filter(|(k, _)| keep(k))
-            .map(|(_, p)| *p)
-            .collect();
+        let pass = |line: &QueryLine| line.pass().unwrap_or(bspq::scene::ENTITY_NONE);
+        let mut m = pb::TraceRequest {
+            world: world.to_owned(),
+            scene: scene.cloned(),
+            ..Default::default()
+        };
+        let mut positions = Vec::with_capacity(lines.len());
+        // Each distinct shape once in the table.
+        let mut table: HashMap<String, u32> = HashMap::new();
+        for (pos, line) in lines.iter().filter(|(_, l)| l.point.is_none()) {
+            let shape = pb::QueryShape {
+                kind: if let Some(hull) = &line.hull {
+                    Some(pb::query_shape::Kind::Hull(hull.clone()))
+                } else if let Some(swept) = &line.shape {
+                    Some(pb::query_shape::Kind::Swept(grpc::swept_message(swept)))
+                } else if line.mins.is_some() || line.maxs.is_some() {
+                    Some(pb::query_shape::Kind::Box(pb::Box {
+                        mins: vec3(line.mins),
+                        maxs: vec3(line.maxs),
+                    }))
+                } else {
+                    None
+                },
+                exact: line.exact == Some(true),
+            };
+            let next = table.len() as u32;
+            let index = *table.entry(format!("{shape:?}")).or_insert_with(|| {
+                m.shapes.push(shape);
+                next
+            });
+            m.shape_index.push(index);
+            m.starts.extend(f(line.start.unwrap_or_default()));
+            m.ends.extend(f(line.end.unwrap_or_default()));
+            m.masks.push(line.mask.unwrap_or(MASK_SOLID));
+            m.passes.push(pass(line));
+            m.any_hits.push(line.any == Some(true));
+            positions.push(*pos);
+        }
+        let traces = positions.len();
+        for (pos, line) in lines {
+            if let Some(p) = line.point {
+                m.points.extend(f(p));
+                m.point_passes.push(pass(line));
+                positions.push(*pos);
+            }
+        }
+        Tick {
+            any_hits: m.any_hits.clone(),
+            message: m,
+            positions,
+            traces,
+            in_scene: scene.is_some(),
+        }
     }
 
     /// Fills the slots of the request's queries from the server's answers.
-    fn fill(
-        &self,
-        r: &pb::TraceResponse,
-        any_hit: &[bool],
-        slots: &mut [Slot],
-    ) -> anyhow::Result<()> {
-        let n = self.positions.len();
+    fn fill(&self, r: &pb::TraceResponse, slots: &mut [Slot]) -> anyhow::Result<()> {
+        let n = self.traces;
+        let points = self.positions.len() - n;
         anyhow::ensure!(
             r.fractions.len() == n
                 && r.endpos.len() == 3 * n
@@ -415,28 +473,32 @@ impl Group {
                 && r.dists.len() == n
                 && r.flags.len() == n
                 && r.contents.len() == n
-                && r.surface_flags.len() == n,
-            "server answered packed arrays of the wrong lengths for {n} traces"
+                && r.surface_flags.len() == n
+                && r.hits.len() == n
+                && r.entities.len() == if self.in_scene { n } else { 0 }
+                && r.point_contents.len() == points,
+            "server answered packed arrays of the wrong lengths for {n} traces and {points} points"
         );
         for (i, pos) in self.positions.iter().enumerate() {
-            let v = |a: &[f32]| [a[3 * i], a[3 * i + 1], a[3 * i + 2]];
-            let t = TraceAnswer {
-                fraction: r.fractions[i],
-                endpos: v(&r.endpos),
-                normal: v(&r.normals),
-                dist: r.dists[i],
-                startsolid: r.flags[i] & pb::TraceFlag::Startsolid as u32 != 0,
-                allsolid: r.flags[i] & pb::TraceFlag::Allsolid as u32 != 0,
-                contents: r.contents[i],
-                surface_flags: r.surface_flags[i],
-                entity: None,
-            };
-            let answer = if any_hit[*pos] {
-                Answer::Hit(HitAnswer {
-                    hit: t.fraction < 1.0,
+            let answer = if i >= n {
+                Answer::Point(PointAnswer {
+                    contents: r.point_contents[i - n],
                 })
+            } else if self.any_hits[i] {
+                Answer::Hit(HitAnswer { hit: r.hits[i] })
             } else {
-                Answer::Trace(t)
+                let v = |a: &[f32]| [a[3 * i], a[3 * i + 1], a[3 * i + 2]];
+                Answer::Trace(TraceAnswer {
+                    fraction: r.fractions[i],
+                    endpos: v(&r.endpos),
+                    normal: v(&r.normals),
+                    dist: r.dists[i],
+                    startsolid: r.flags[i] & pb::TraceFlag::Startsolid as u32 != 0,
+                    allsolid: r.flags[i] & pb::TraceFlag::Allsolid as u32 != 0,
+                    contents: r.contents[i],
+                    surface_flags: r.surface_flags[i],
+                    entity: r.entities.get(i).copied(),
+                })
             };
             slots[*pos] = Slot::Answer(answer.to_json());
         }

@@ -105,12 +105,40 @@ pub fn packed(req: &pb::TraceRequest) -> Result<PackedTraces<'_>, ServiceError> 
         },
         masks: &req.masks,
         passes: &req.passes,
+        shapes: req
+            .shapes
+            .iter()
+            .map(query_shape)
+            .collect::<Result<_, _>>()?,
+        shape_index: &req.shape_index,
+        any_hits: &req.any_hits,
+        points: &req.points,
+        point_passes: &req.point_passes,
         scene: if req.upsert.is_empty() && req.remove.is_empty() {
             req.scene.as_ref().map(scene_lines)
         } else {
             Some(scene_lines(&apply_changes(req.scene.clone(), req)))
         },
     })
+}
+
+/// A tick's shape table entry as the shape fields of a line.
+fn query_shape(shape: &pb::QueryShape) -> Result<QueryLine, ServiceError> {
+    use pb::query_shape::Kind;
+    let mut line = QueryLine {
+        exact: shape.exact.then_some(true),
+        ..QueryLine::default()
+    };
+    match &shape.kind {
+        None => {}
+        Some(Kind::Box(b)) => {
+            line.mins = Some(vec3(&b.mins));
+            line.maxs = Some(vec3(&b.maxs));
+        }
+        Some(Kind::Hull(name)) => line.hull = Some(name.clone()),
+        Some(Kind::Swept(s)) => line.shape = Some(swept_shape(s)?),
+    }
+    Ok(line)
 }
 
 /// `scene` (none: empty) with a message's `upsert` and `remove` applied.
@@ -234,29 +262,30 @@ pub fn trace_response(answer: PackedAnswer, sequence: u64) -> pb::TraceResponse 
         ..Default::default()
     };
     r.entities = answer.entities;
-    let t = match answer.results {
+    r.point_contents = answer.point_contents;
+    let (t, hit_only) = match answer.results {
         PackedResults::Hits(hits) => {
             r.hits = hits;
             return r;
         }
-        PackedResults::Traces(t) => t,
+        PackedResults::Traces(t) => (t, Vec::new()),
+        PackedResults::Mixed {
+            traces,
+            hits,
+            hit_only,
+        } => {
+            r.hits = hits;
+            (traces, hit_only)
+        }
     };
     r.endpos = t.endpos.iter().flat_map(|v| v.to_array()).collect();
     r.normals = t.normals.iter().flat_map(|v| v.to_array()).collect();
-    r.flags = t
-        .startsolid
-        .iter()
-        .zip(&t.allsolid)
-        .map(|(&start, &all)| {
-            (if start {
-                pb::TraceFlag::Startsolid as u32
-            } else {
-                0
-            }) | if all {
-                pb::TraceFlag::Allsolid as u32
-            } else {
-                0
-            }
+    let flag = |on: bool, flag: pb::TraceFlag| if on { flag as u32 } else { 0 };
+    r.flags = (0..t.len())
+        .map(|i| {
+            flag(t.startsolid[i], pb::TraceFlag::Startsolid)
+                | flag(t.allsolid[i], pb::TraceFlag::Allsolid)
+                | flag(hit_only.get(i) == Some(&true), pb::TraceFlag::HitOnly)
         })
         .collect();
     r.fractions = t.fractions;
@@ -356,10 +385,7 @@ impl GrpcState {
         let answer = self
             .run_blocking("trace", move |s| s.trace_packed(&req.world, &packed(&req)?))
             .await?;
-        let count = match &answer.results {
-            PackedResults::Traces(t) => t.len(),
-            PackedResults::Hits(h) => h.len(),
-        };
+        let count = answer.results.len() + answer.point_contents.len();
         self.metrics.count_batch(&world, "trace", TRANSPORT, count);
         Ok(trace_response(answer, sequence))
     }

@@ -606,8 +606,7 @@ fn packed_batches_answer_as_lines_do() {
                         ends: &ends,
                         template,
                         masks: &[],
-                        passes: &[],
-                        scene: None,
+                        ..PackedTraces::default()
                     };
                     let want = service
                         .trace(map, &batch.lines().expect("well formed"))
@@ -622,6 +621,7 @@ fn packed_batches_answer_as_lines_do() {
                         PackedResults::Traces(t) => (0..t.len())
                             .map(|k| Answer::Trace((&t.get(k).expect("in range")).into()))
                             .collect(),
+                        PackedResults::Mixed { .. } => unreachable!("no per-query any-hit"),
                     };
                     assert_eq!(got, want.results, "{map}: group {i} {shape:?} any={any:?}");
                     if any.is_none() {
@@ -656,8 +656,7 @@ fn packed_batches_answer_as_lines_do() {
                     ..QueryLine::default()
                 },
                 masks: &masks,
-                passes: &[],
-                scene: None,
+                ..PackedTraces::default()
             };
             let want = service.trace(map, &batch.lines().expect("well formed"));
             let got = service.trace_packed(map, &batch);

@@ -756,6 +756,19 @@ fn trace_cli_over_grpc_equals_offline() {
     }
     input.push_str("{\"start\":[0,0,0],\"end\":[1e30,0,0]}\n\nnot json\n");
     input.push_str("{\"point\":[1,2,3]}\n");
+    // Scenes: the reference scenes (their lines mix boxes, rays, any-hit,
+    // passes and points), a scene naming a model the map lacks and one
+    // with an id twice (both refused, the last good scene stays), an empty
+    // one, and a hull the world does not have.
+    for line in common::load_set("q3dm6ish", "scene", true).queries {
+        input.push_str(&line);
+        input.push('\n');
+    }
+    input.push_str("{\"entities\":[{\"id\":1,\"model\":\"*999\"}]}\n");
+    input.push_str("{\"start\":[0,0,0],\"end\":[64,0,0],\"hull\":\"nope\"}\n");
+    input.push_str("{\"entities\":[{\"id\":1,\"box\":{\"mins\":[-8,-8,-8],\"maxs\":[8,8,8]}},{\"id\":1,\"model\":\"*1\"}]}\n");
+    input.push_str("{\"start\":[0,0,0],\"end\":[64,0,0],\"any\":true,\"pass\":3}\n");
+    input.push_str("{\"entities\":[]}\n{\"start\":[0,0,0],\"end\":[64,0,0]}\n");
     let trace = |args: &[&str]| {
         let mut c = std::process::Command::new(bin)
             .arg("trace")
@@ -1105,4 +1118,189 @@ async fn a_streams_scene_changes_by_id() {
         entities.push(r.entities);
     }
     assert_eq!(entities, [vec![1, 1022], vec![1022, 2], vec![3, 2]]);
+}
+
+/// A whole tick in one message: each reference scene with all its lines
+/// (boxes of several sizes and rays through the shape table, per-query
+/// masks and passes, points with their passes) and every trace once more
+/// as an any-hit query, in one request. Traces match the reference, each
+/// any-hit equals its trace's `fraction < 1`, points match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_in_one_message_matches_the_reference() {
+    let server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let data = common::load_set("q3dm6ish", "scene", true);
+    let f = |x: &serde_json::Value| -> [f32; 3] {
+        std::array::from_fn(|k| x[k].as_f64().expect("coordinate") as f32)
+    };
+    // (request, expected answers of its traces, of its points)
+    let mut ticks: Vec<(pb::TraceRequest, Vec<Answer>, Vec<Answer>)> = Vec::new();
+    for (line, expected) in data.queries.iter().zip(&data.expected) {
+        let line: serde_json::Value = serde_json::from_str(line).expect("json");
+        let expected: Answer = serde_json::from_str(expected).expect("answer");
+        if line.get("entities").is_some() {
+            let tick = pb::TraceRequest {
+                world: "q3dm6ish".into(),
+                scene: Some(pb_scene(&line)),
+                ..Default::default()
+            };
+            ticks.push((tick, Vec::new(), Vec::new()));
+            continue;
+        }
+        let Some((tick, traces, points)) = ticks.last_mut() else {
+            panic!("a query before the first scene");
+        };
+        let pass = line.get("pass").and_then(|p| p.as_u64()).unwrap_or(1023) as u32;
+        if let Some(p) = line.get("point") {
+            tick.points.extend(f(p));
+            tick.point_passes.push(pass);
+            points.push(expected);
+            continue;
+        }
+        let kind = (line["mins"] != line["maxs"]).then(|| {
+            pb::query_shape::Kind::Box(pb::Box {
+                mins: v3(f(&line["mins"])),
+                maxs: v3(f(&line["maxs"])),
+            })
+        });
+        let shape = pb::QueryShape { kind, exact: false };
+        let index = match tick.shapes.iter().position(|s| *s == shape) {
+            Some(i) => i,
+            None => {
+                tick.shapes.push(shape);
+                tick.shapes.len() - 1
+            }
+        };
+        tick.shape_index.push(index as u32);
+        tick.starts.extend(f(&line["start"]));
+        tick.ends.extend(f(&line["end"]));
+        tick.masks.push(line["mask"].as_u64().expect("mask") as u32);
+        tick.passes.push(pass);
+        traces.push(expected);
+    }
+    // Every trace again as an any-hit query.
+    for (tick, _, _) in &mut ticks {
+        let n = tick.masks.len();
+        tick.any_hits = [vec![false; n], vec![true; n]].concat();
+        tick.shape_index = tick.shape_index.repeat(2);
+        tick.starts = tick.starts.repeat(2);
+        tick.ends = tick.ends.repeat(2);
+        tick.masks = tick.masks.repeat(2);
+        tick.passes = tick.passes.repeat(2);
+    }
+    assert!(ticks.len() >= 10, "{} scenes", ticks.len());
+    assert!(ticks
+        .iter()
+        .any(|(t, _, p)| t.shapes.len() > 1 && !p.is_empty()));
+    for (tick, traces, points) in ticks {
+        let r = client.trace(tick).await.expect("tick").into_inner();
+        let n = traces.len();
+        assert_eq!(r.fractions.len(), 2 * n);
+        assert_eq!((r.hits.len(), r.entities.len()), (2 * n, 2 * n));
+        for (i, (got, want)) in unpack(&r).into_iter().zip(&traces).enumerate() {
+            let Answer::Trace(t) = got else {
+                unreachable!()
+            };
+            let got = Answer::Trace(TraceAnswer {
+                entity: Some(r.entities[i]),
+                ..t
+            });
+            let why = bspq::conformance::mismatch(want, &got);
+            assert!(why.is_none(), "{why:?}: {want:?}");
+            assert_eq!(r.flags[i] & 4, 0, "a full trace is not hit-only");
+            assert_eq!(r.hits[i], t.fraction < 1.0);
+            // Its any-hit twin.
+            let (k, hit) = (n + i, r.hits[n + i]);
+            assert_eq!(hit, t.fraction < 1.0, "any-hit twin of {want:?}");
+            assert_eq!(r.flags[k], pb::TraceFlag::HitOnly as u32);
+            assert_eq!((r.fractions[k], r.entities[k]), (0.0, 1023));
+        }
+        let got: Vec<Answer> = r
+            .point_contents
+            .iter()
+            .map(|&contents| Answer::Point(PointAnswer { contents }))
+            .collect();
+        assert_eq!(got, points);
+    }
+}
+
+/// A tick's malformed shape table is refused with the error table's code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_ticks_are_refused() {
+    let server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let two = ray_request(
+        "q3dm6ish",
+        &[([0.0; 3], [64.0, 0.0, 0.0]), ([0.0; 3], [0.0, 64.0, 0.0])],
+    );
+    let boxed = pb::QueryShape {
+        kind: Some(pb::query_shape::Kind::Box(pb::Box {
+            mins: v3([-8.0; 3]),
+            maxs: v3([8.0; 3]),
+        })),
+        exact: false,
+    };
+    let bad = [
+        // An index past the table.
+        pb::TraceRequest {
+            shapes: vec![boxed.clone()],
+            shape_index: vec![0, 1],
+            ..two.clone()
+        },
+        // One index for two queries.
+        pb::TraceRequest {
+            shapes: vec![boxed.clone()],
+            shape_index: vec![0],
+            ..two.clone()
+        },
+        // A table and a batch shape.
+        pb::TraceRequest {
+            shapes: vec![boxed.clone()],
+            shape_index: vec![0, 0],
+            shape: Some(pb::Box::default()),
+            ..two.clone()
+        },
+        // A table nobody indexes.
+        pb::TraceRequest {
+            shapes: vec![boxed.clone()],
+            ..two.clone()
+        },
+        // Points not in threes; passes not one per point.
+        pb::TraceRequest {
+            points: vec![1.0, 2.0],
+            ..two.clone()
+        },
+        pb::TraceRequest {
+            points: vec![1.0, 2.0, 3.0],
+            point_passes: vec![1, 2],
+            ..two.clone()
+        },
+        pb::TraceRequest {
+            any_hits: vec![true],
+            ..two.clone()
+        },
+    ];
+    for request in bad {
+        let status = client.trace(request.clone()).await.expect_err("refused");
+        assert_eq!(status.code(), Code::InvalidArgument, "{request:?}");
+        assert_eq!(error_body(&status)["error"]["code"], "malformed_request");
+    }
+    // A bad shape in the table names the first query using it.
+    let status = client
+        .trace(pb::TraceRequest {
+            shapes: vec![
+                pb::QueryShape::default(),
+                pb::QueryShape {
+                    kind: Some(pb::query_shape::Kind::Hull("nope".into())),
+                    exact: false,
+                },
+            ],
+            shape_index: vec![0, 1],
+            ..two.clone()
+        })
+        .await
+        .expect_err("unknown hull");
+    let body = error_body(&status);
+    assert_eq!(body["error"]["code"], "unknown_hull");
+    assert_eq!(body["error"]["query_index"], 1);
 }
