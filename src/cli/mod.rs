@@ -10,6 +10,7 @@ mod health;
 mod inspect;
 mod load;
 mod serve;
+mod tick;
 mod trace;
 mod workload;
 

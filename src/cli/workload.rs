@@ -17,7 +17,12 @@
 //! moves, nearly level) and dropping (straight down, up to 1 000 units)
 //! with the player-solid mask, and small boxes of random, often lopsided,
 //! shape moving any way up to 400 units with the solid mask: the shares of
-//! the conformance data's box files. Coordinates are on a 1/32-unit grid.
+//! the conformance data's box files. Ticks are a game server's per-tick
+//! traffic in a scene: a scene line first (`--players` standing player
+//! boxes where they fit, and every inline model at its own place), then per
+//! player in turn a move (a quarter crouching), a ground probe, and a shot,
+//! a line of sight (any-hit) or a point, each naming the player as `pass`.
+//! Coordinates are on a 1/32-unit grid.
 
 use super::check::query_line;
 use super::WorldArgs;
@@ -38,10 +43,14 @@ use std::process::ExitCode;
 pub struct WorkloadArgs {
     #[command(flatten)]
     world: WorldArgs,
-    /// What to make: `rays` (short moves and sight lines) or `boxes`
-    /// (player moves and drops, small boxes).
+    /// What to make: `rays` (short moves and sight lines), `boxes`
+    /// (player moves and drops, small boxes) or `ticks` (a scene line, then
+    /// the players' moves, ground probes, shots, sight lines and points).
     #[arg(long, value_enum)]
     kind: Kind,
+    /// Players in the scene of `ticks` (at most 1 000).
+    #[arg(long, default_value_t = 64, value_parser = super::count_up_to::<1000>)]
+    players: usize,
     /// Query lines to write.
     #[arg(long, default_value_t = 20_000)]
     count: usize,
@@ -54,6 +63,7 @@ pub struct WorkloadArgs {
 enum Kind {
     Rays,
     Boxes,
+    Ticks,
 }
 
 /// Distinct start points kept (moves reuse them, as players revisit places).
@@ -95,10 +105,19 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<ExitCode> {
     }
     let mut scratch = Scratch::new();
     let mut out = super::answers_out();
+    if args.kind == Kind::Ticks {
+        let players = players(&world, &starts, &mut rng, &mut scratch, args.players)?;
+        writeln!(out, "{}", scene_line(&players, loaded.models().len()))?;
+        for line in tick_lines(&players, &mut rng, args.count)? {
+            writeln!(out, "{line}")?;
+        }
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
     for i in 0..args.count {
         let query = match args.kind {
             Kind::Rays => ray(&starts, &mut rng, i),
-            Kind::Boxes => moving_box(&world, &starts, &mut rng, &mut scratch),
+            Kind::Boxes | Kind::Ticks => moving_box(&world, &starts, &mut rng, &mut scratch),
         }?;
         writeln!(out, "{}", query_line(&query))?;
     }
@@ -249,4 +268,105 @@ fn snap(v: Vec3) -> Vec3 {
 
 fn snap_scalar(x: f32) -> f32 {
     (x * 32.0).round() / 32.0
+}
+
+/// Where `count` standing players stand: on the floor below starts where
+/// the box fits.
+fn players(
+    world: &World,
+    starts: &[Vec3],
+    rng: &mut fastrand::Rng,
+    scratch: &mut Scratch,
+    count: usize,
+) -> Result<Vec<Vec3>, InvalidTrace> {
+    let (mins, maxs) = (Vec3::from(STANDING.0), Vec3::from(STANDING.1));
+    let mut players = Vec::with_capacity(count);
+    while players.len() < count {
+        let mut at = pick(starts, rng);
+        for _ in 0..FIT_TRIES {
+            let stand = TraceQuery::boxed(at, at, mins, maxs, MASK_PLAYERSOLID)?;
+            if !trace(world, &stand, scratch).startsolid {
+                break;
+            }
+            at = pick(starts, rng);
+        }
+        // On the floor below, as players mostly are.
+        let drop = TraceQuery::boxed(at, at - Vec3::Z * 1000.0, mins, maxs, MASK_PLAYERSOLID)?;
+        players.push(snap(trace(world, &drop, scratch).endpos));
+    }
+    Ok(players)
+}
+
+/// The scene: player `k` is entity `k`, then the inline models `*1…*models`
+/// at their own places.
+fn scene_line(players: &[Vec3], models: usize) -> String {
+    let boxes = players.iter().enumerate().map(|(id, p)| {
+        serde_json::json!({"id": id, "box": {"mins": STANDING.0, "maxs": STANDING.1},
+                           "origin": p.to_array()})
+    });
+    let movers = (1..=models)
+        .map(|k| serde_json::json!({"id": players.len() + k - 1, "model": format!("*{k}")}));
+    serde_json::json!({"entities": boxes.chain(movers).collect::<Vec<_>>()}).to_string()
+}
+
+/// `count` query lines: each player in turn moves, probes the ground, then
+/// shoots at, looks at (any-hit) or tests the contents under another.
+fn tick_lines(
+    players: &[Vec3],
+    rng: &mut fastrand::Rng,
+    count: usize,
+) -> Result<Vec<String>, InvalidTrace> {
+    let eye = Vec3::Z * 26.0;
+    let mut lines = Vec::with_capacity(count);
+    for i in 0.. {
+        let id = i % players.len();
+        let at = players[id];
+        let (mins, maxs) = if rng.f32() < 0.25 {
+            CROUCHING
+        } else {
+            STANDING
+        };
+        let (mins, maxs) = (Vec3::from(mins), Vec3::from(maxs));
+        let angle = rng.f32() * std::f32::consts::TAU;
+        let step = Vec3::new(angle.cos(), angle.sin(), 0.0) * (8.0 + 24.0 * rng.f32());
+        let mut with_pass = |q: &TraceQuery, any: bool| {
+            let mut line: serde_json::Value =
+                serde_json::from_str(&query_line(q)).unwrap_or_default();
+            line["pass"] = id.into();
+            if any {
+                line["any"] = true.into();
+            }
+            lines.push(line.to_string());
+        };
+        with_pass(
+            &TraceQuery::boxed(at, snap(at + step), mins, maxs, MASK_PLAYERSOLID)?,
+            false,
+        );
+        let ground = at - Vec3::Z * 0.25;
+        with_pass(
+            &TraceQuery::boxed(at, ground, mins, maxs, MASK_PLAYERSOLID)?,
+            false,
+        );
+        let other = pick(players, rng);
+        let roll = rng.f32();
+        if roll < 0.4 {
+            let aim = (other + eye - (at + eye)).normalize_or(Vec3::X);
+            with_pass(
+                &TraceQuery::ray(at + eye, snap(at + eye + aim * 8192.0), MASK_SHOT)?,
+                false,
+            );
+        } else if roll < 0.8 {
+            with_pass(&TraceQuery::ray(at + eye, other + eye, MASK_SOLID)?, true);
+        } else {
+            lines.push(
+                serde_json::json!({"point": (at - Vec3::Z * 25.0).to_array(), "pass": id})
+                    .to_string(),
+            );
+        }
+        if lines.len() >= count {
+            break;
+        }
+    }
+    lines.truncate(count);
+    Ok(lines)
 }

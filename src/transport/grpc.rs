@@ -352,15 +352,24 @@ fn event(e: WorldEvent) -> pb::WorldVersionEvent {
 }
 
 impl GrpcState {
-    /// Runs CPU-heavy work off the reactor; errors become counted statuses.
-    async fn run_blocking<T: Send + 'static>(
+    /// Runs service work (`queries` of it: a small batch on this task,
+    /// anything else on the blocking pool); errors become counted statuses.
+    async fn run_work<T: Send + 'static>(
         &self,
         kind: &'static str,
+        queries: Option<usize>,
         work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, Status> {
-        super::run_blocking(&self.service, &self.metrics, kind, TRANSPORT, work)
-            .await
-            .map_err(|e| self.rejected(&e))
+        let inline = queries.is_some_and(|n| n <= super::INLINE_QUERIES);
+        super::run_work(
+            &self.service,
+            &self.metrics,
+            (kind, TRANSPORT),
+            inline,
+            work,
+        )
+        .await
+        .map_err(|e| self.rejected(&e))
     }
 
     fn rejected(&self, e: &ServiceError) -> Status {
@@ -382,8 +391,11 @@ impl GrpcState {
     async fn trace_batch(&self, req: pb::TraceRequest) -> Result<pb::TraceResponse, Status> {
         let world = req.world.clone();
         let sequence = req.sequence;
+        let queries = (req.starts.len() + req.points.len()) / 3;
         let answer = self
-            .run_blocking("trace", move |s| s.trace_packed(&req.world, &packed(&req)?))
+            .run_work("trace", Some(queries), move |s| {
+                s.trace_packed(&req.world, &packed(&req)?)
+            })
             .await?;
         let count = answer.results.len() + answer.point_contents.len();
         self.metrics.count_batch(&world, "trace", TRANSPORT, count);
@@ -490,7 +502,7 @@ impl Collision for GrpcCollision {
         let count = pts.len();
         let name = req.world.clone();
         let answer = state
-            .run_blocking("contents", move |s| s.contents(&name, &pts))
+            .run_work("contents", Some(count), move |s| s.contents(&name, &pts))
             .await?;
         state
             .metrics
@@ -636,7 +648,7 @@ impl Admin for GrpcAdmin {
         let world = req.name.clone();
         let (name, data) = (req.name, req.data);
         let version = state
-            .run_blocking("admin", move |s| s.upload(&name, &data))
+            .run_work("admin", None, move |s| s.upload(&name, &data))
             .await?;
         state.metrics.count_request(&world, "admin", TRANSPORT);
         Ok(Response::new(pb::LoadWorldResponse { world, version }))
@@ -651,7 +663,7 @@ impl Admin for GrpcAdmin {
         let world = name.clone();
         // Off the reactor: an unload waits for a load of the same name to end.
         state
-            .run_blocking("admin", move |s| s.unload(&world))
+            .run_work("admin", None, move |s| s.unload(&world))
             .await?;
         state.metrics.count_request(&name, "admin", TRANSPORT);
         Ok(Response::new(pb::UnloadWorldResponse {

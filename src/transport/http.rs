@@ -234,13 +234,23 @@ async fn get_entities(
     Ok(Json(version.world.entities()).into_response())
 }
 
-/// Runs CPU-heavy work off the reactor.
-async fn run_blocking<T: Send + 'static>(
+/// Runs service work: a batch of `queries` small enough on this task,
+/// anything else (`None`: not a batch) on the blocking pool.
+async fn run_work<T: Send + 'static>(
     state: &HttpState,
     kind: &'static str,
+    queries: Option<usize>,
     work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ServiceError> {
-    super::run_blocking(&state.service, &state.metrics, kind, TRANSPORT, work).await
+    let inline = queries.is_some_and(|n| n <= super::INLINE_QUERIES);
+    super::run_work(
+        &state.service,
+        &state.metrics,
+        (kind, TRANSPORT),
+        inline,
+        work,
+    )
+    .await
 }
 
 #[derive(Deserialize)]
@@ -337,7 +347,7 @@ async fn answer_batch(
     queries: Vec<QueryLine>,
 ) -> Result<Response, ApiError> {
     let count = queries.len();
-    let answer = run_blocking(&state, kind, move |s| s.trace(&name, &queries)).await?;
+    let answer = run_work(&state, kind, Some(count), move |s| s.trace(&name, &queries)).await?;
     state
         .metrics
         .count_batch(&answer.world, kind, TRANSPORT, count);
@@ -352,7 +362,7 @@ async fn trace_post(
     let body = body_bytes(body, state.service.limits.max_body_bytes)?;
     let body: TraceBody = parse_batch(&body, &[("queries", parses_as::<QueryLine>)])?;
     let count = body.queries.len();
-    let answer = run_blocking(&state, "trace", move |s| {
+    let answer = run_work(&state, "trace", Some(count), move |s| {
         s.trace_in_scene(&name, body.entities.as_deref(), &body.queries)
     })
     .await?;
@@ -481,7 +491,7 @@ async fn put_world(
 ) -> Result<Response, ApiError> {
     let bytes = body_bytes(body, state.service.limits.max_upload_bytes)?;
     let world = name.clone();
-    let version = run_blocking(&state, "admin", move |s| s.upload(&name, &bytes)).await?;
+    let version = run_work(&state, "admin", None, move |s| s.upload(&name, &bytes)).await?;
     state.metrics.count_request(&world, "admin", TRANSPORT);
     Ok(Json(serde_json::json!({"world": world, "version": version})).into_response())
 }
@@ -493,7 +503,7 @@ async fn delete_world(
 ) -> Result<Response, ApiError> {
     let world = name.clone();
     // Off the reactor: an unload waits for a load of the same name to end.
-    run_blocking(&state, "admin", move |s| s.unload(&name)).await?;
+    run_work(&state, "admin", None, move |s| s.unload(&name)).await?;
     state.metrics.count_request(&world, "admin", TRANSPORT);
     Ok(Json(serde_json::json!({"world": world, "unloaded": true})).into_response())
 }

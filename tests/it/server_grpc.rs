@@ -1304,3 +1304,85 @@ async fn malformed_ticks_are_refused() {
     assert_eq!(body["error"]["code"], "unknown_hull");
     assert_eq!(body["error"]["query_index"], 1);
 }
+
+/// `bspq workload --kind ticks` writes a scene line and mixed tick queries;
+/// `bspq load --sweep` sends them as tick messages with that scene on every
+/// transport: a closed-loop run, then runs at 10, 50 and 90 % of its rate,
+/// every answer complete (the load generator checks each array's length).
+#[test]
+fn load_sweeps_mixed_ticks_with_a_scene() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ticks = dir.path().join("ticks.jsonl");
+    let map = common::map_path("q3dm6ish");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args([
+            "workload",
+            "--kind",
+            "ticks",
+            "--players",
+            "20",
+            "--count",
+            "640",
+        ])
+        .arg("--world")
+        .arg(&map)
+        .output()
+        .expect("workload runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&ticks, &out.stdout).expect("write");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    // 20 players and the map's 9 movers, then 640 queries, each naming its player.
+    assert_eq!(lines[0]["entities"].as_array().map(Vec::len), Some(29));
+    assert_eq!(lines.len(), 641);
+    assert!(lines[1..].iter().all(|l| l["pass"].as_u64() < Some(20)));
+    for kind in ["point", "any"] {
+        assert!(lines.iter().any(|l| l.get(kind).is_some()), "{kind}");
+    }
+
+    let server = BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    for (transport, url) in [
+        ("http", server.http_url()),
+        ("grpc-unary", server.grpc_url()),
+        ("grpc-stream", server.grpc_url()),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args(["load", "--transport", transport, "--url", &url])
+            .args(["--world", "q3dm6ish", "--queries"])
+            .arg(&ticks)
+            .args(["--batch", "64", "--concurrency", "1", "--sweep"])
+            .args(["--duration", "0.5", "--max-requests", "200", "--json"])
+            .output()
+            .expect("bspq load runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{transport}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().expect("a summary line")).expect("JSON");
+        assert_eq!(summary["entities"], 29, "{transport}");
+        let runs = summary["runs"].as_array().expect("runs");
+        assert_eq!(runs.len(), 4, "{transport}");
+        let max = runs[0]["requests_per_second"].as_f64().expect("rate");
+        for (run, share) in runs[1..].iter().zip([0.1, 0.5, 0.9]) {
+            assert_eq!(run["errors"], 0, "{transport}: {run}");
+            let rate = run["rate"].as_f64().expect("a paced run");
+            assert!(
+                (rate - share * max).abs() < 1e-6 * max,
+                "{transport}: {run}"
+            );
+            // Latency from the schedule includes the time from sending.
+            let (scheduled, sent) = (run["p50_ms"].as_f64(), run["sent_p50_ms"].as_f64());
+            assert!(scheduled >= sent, "{transport}: {run}");
+        }
+    }
+}

@@ -2,7 +2,7 @@
 
 use super::{Budget, Tally, REQUEST_TIMEOUT};
 use anyhow::Context;
-use bspq::query::QueryLine;
+use bspq::query::{EntityLine, QueryLine};
 use std::time::{Duration, Instant};
 
 /// Request bodies built before the clock starts, so clients spend their time on the wire.
@@ -18,14 +18,10 @@ impl Plan {
     pub fn new(
         base_url: &str,
         world: &str,
-        lines: &[String],
+        lines: &[QueryLine],
+        scene: Option<&[EntityLine]>,
         batch: usize,
     ) -> anyhow::Result<Self> {
-        // Whether a line makes sense is the server's to say (a hull only it
-        // knows); whether it is a query line at all is checked here.
-        for (index, line) in lines.iter().enumerate() {
-            QueryLine::parse(line).with_context(|| format!("query line {}", index + 1))?;
-        }
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(REQUEST_TIMEOUT))
             .build()
@@ -35,12 +31,23 @@ impl Plan {
             .call()
             .map_err(|e| anyhow::anyhow!("{e}"))
             .with_context(|| format!("cannot connect to {base_url}"))?;
+        let entities = scene.map(serde_json::to_string).transpose()?;
+        let lines = lines
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<Vec<_>, _>>()?;
         let bodies = (0..lines.len().div_ceil(batch))
             .map(|b| {
                 let queries: Vec<&str> = (0..batch)
                     .map(|k| lines[(b * batch + k) % lines.len()].as_str())
                     .collect();
-                format!("{{\"queries\":[{}]}}", queries.join(","))
+                match &entities {
+                    Some(entities) => format!(
+                        "{{\"entities\":{entities},\"queries\":[{}]}}",
+                        queries.join(",")
+                    ),
+                    None => format!("{{\"queries\":[{}]}}", queries.join(",")),
+                }
             })
             .collect();
         Ok(Self {
@@ -55,37 +62,8 @@ impl Plan {
         budget: &Budget,
         duration: Duration,
     ) -> anyhow::Result<Tally> {
-        std::thread::scope(|scope| {
-            let (finished_tx, finished_rx) = std::sync::mpsc::channel::<()>();
-            let workers: Vec<_> = (0..clients)
-                .map(|client| {
-                    let finished = finished_tx.clone();
-                    scope.spawn(move || {
-                        let tally = self.client(client, budget);
-                        let _ = finished.send(());
-                        tally
-                    })
-                })
-                .collect();
-            // Until the deadline, unless every client's request budget ends first.
-            let deadline = Instant::now() + duration;
-            for _ in 0..clients {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if finished_rx.recv_timeout(left).is_err() {
-                    break;
-                }
-            }
-            budget
-                .stop
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            let mut total = Tally::default();
-            for worker in workers {
-                let tally = worker
-                    .join()
-                    .map_err(|_| anyhow::anyhow!("a load client panicked"))?;
-                total.merge(tally);
-            }
-            Ok(total)
+        super::run_clients(clients, budget, duration, |client| {
+            self.client(client, budget)
         })
     }
 
@@ -101,13 +79,8 @@ impl Plan {
         while budget.claim() {
             let body = &self.bodies[next % self.bodies.len()];
             next += 1;
-            let started = match pacer.next_slot() {
-                Some(slot) => {
-                    std::thread::sleep(slot.saturating_duration_since(Instant::now()));
-                    slot
-                }
-                None => Instant::now(),
-            };
+            let scheduled = pacer.wait();
+            let sent = Instant::now();
             let answer = agent
                 .post(&self.url)
                 .header("Content-Type", "application/json")
@@ -125,7 +98,7 @@ impl Plan {
                 Ok((status, text)) => Err(format!("HTTP {status}: {text}")),
                 Err(e) => Err(e.to_string()),
             };
-            tally.record(started, outcome);
+            tally.record(scheduled, sent, outcome);
         }
         tally
     }
