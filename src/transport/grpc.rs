@@ -419,6 +419,48 @@ impl GrpcState {
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
+/// An open `TraceStream`: its messages still to come and the scene it
+/// keeps (the state lives in the stream, not the server).
+struct StreamState {
+    inbound: Streaming<pb::TraceRequest>,
+    state: GrpcState,
+    stop: watch::Receiver<bool>,
+    scene: Option<pb::Scene>,
+}
+
+impl StreamState {
+    /// The answer to the next message, in order; `None` once the client
+    /// has ended the stream. New messages are not taken once shutdown
+    /// starts: that ends the stream with UNAVAILABLE, not OK, since the
+    /// client's batches were not all answered (and clients retry
+    /// UNAVAILABLE).
+    async fn next_answer(&mut self) -> Option<Result<pb::TraceResponse, Status>> {
+        let limit = self.state.service.limits.max_body_bytes;
+        let next = tokio::select! {
+            biased;
+            _ = self.stop.wait_for(|s| *s) => Err(self.state.rejected(&ServiceError::ShuttingDown)),
+            next = self.inbound.message() => next.map_err(|e| self.state.table_status(e, limit)),
+        };
+        let mut batch = match next {
+            Ok(Some(batch)) => batch,
+            Ok(None) => return None,
+            Err(status) => return Some(Err(status)),
+        };
+        match &batch.scene {
+            Some(own) if own.entities.is_empty() => self.scene = None,
+            Some(own) => self.scene = Some(own.clone()),
+            None => {}
+        }
+        if !batch.upsert.is_empty() || !batch.remove.is_empty() {
+            self.scene = Some(apply_changes(self.scene.take(), &batch));
+            batch.upsert.clear();
+            batch.remove.clear();
+        }
+        batch.scene = self.scene.clone();
+        Some(self.state.trace_batch(batch).await)
+    }
+}
+
 /// The `Collision` service.
 #[derive(Debug, Clone)]
 pub struct GrpcCollision(pub GrpcState);
@@ -441,54 +483,23 @@ impl Collision for GrpcCollision {
         &self,
         request: Request<Streaming<pb::TraceRequest>>,
     ) -> Result<Response<Self::TraceStreamStream>, Status> {
-        let mut inbound = request.into_inner();
-        let state = self.0.clone();
-        let (tx, rx) = mpsc::channel(4);
-        tokio::spawn(async move {
-            let mut stop = state.stop.clone();
-            let limit = state.service.limits.max_body_bytes;
-            // The stream's scene: a message's own replaces it; the rest
-            // are traced with it (the state lives in the stream, not the
-            // server).
-            let mut scene: Option<pb::Scene> = None;
-            loop {
-                // One batch at a time: answers leave in request order. New
-                // batches are not taken once shutdown starts.
-                let next = tokio::select! {
-                    biased;
-                    // UNAVAILABLE, not OK: the client's batches were not all
-                    // answered, and clients retry UNAVAILABLE.
-                    _ = stop.wait_for(|s| *s) => Err(state.rejected(&ServiceError::ShuttingDown)),
-                    next = inbound.message() => next.map_err(|e| state.table_status(e, limit)),
-                };
-                match next {
-                    Ok(Some(mut batch)) => {
-                        match &batch.scene {
-                            Some(own) if own.entities.is_empty() => scene = None,
-                            Some(own) => scene = Some(own.clone()),
-                            None => {}
-                        }
-                        if !batch.upsert.is_empty() || !batch.remove.is_empty() {
-                            scene = Some(apply_changes(scene.take(), &batch));
-                            batch.upsert.clear();
-                            batch.remove.clear();
-                        }
-                        batch.scene = scene.clone();
-                        let answer = state.trace_batch(batch).await;
-                        let failed = answer.is_err();
-                        if tx.send(answer).await.is_err() || failed {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(status) => {
-                        let _ = tx.send(Err(status)).await;
-                        break;
-                    }
-                }
-            }
+        // Each message is read and answered as the answer stream is polled,
+        // in the call's own task: no task of its own and no channel between,
+        // so a tick crosses no thread the call does not already.
+        let open = StreamState {
+            inbound: request.into_inner(),
+            state: self.0.clone(),
+            stop: self.0.stop.clone(),
+            scene: None,
+        };
+        let answers = futures_util::stream::unfold(Some(open), |open| async move {
+            let mut open = open?;
+            let answer = open.next_answer().await?;
+            // A failed batch ends the stream after its error.
+            let keep = answer.is_ok().then_some(open);
+            Some((answer, keep))
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(answers)))
     }
 
     async fn point_contents(
