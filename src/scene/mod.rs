@@ -29,6 +29,9 @@
 //! the model frame's.
 
 mod boxes;
+mod broadphase;
+#[cfg(test)]
+mod lone_brush_tests;
 mod rotation;
 
 pub use rotation::Rotation;
@@ -36,8 +39,11 @@ pub use rotation::Rotation;
 use crate::contents::CONTENTS_BODY;
 use crate::map::{LoadError, Map};
 use crate::math::Vec3;
-use crate::trace::{checked_point, InvalidTrace, Kernel, Scratch, TraceQuery, TraceResult};
-use glam::Vec4;
+use crate::trace::{
+    checked_point, InvalidTrace, Kernel, LoneBrush, Scratch, TraceQuery, TraceResult,
+};
+use broadphase::{Broadphase, Near};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -171,54 +177,14 @@ impl Scene {
 }
 
 /// A scene placed in one map and ready to trace: each entity's model
-/// found, its rotation and bounds computed. The bounds are also kept four to
-/// a record in SIMD lanes, so a query meets them four at a time and reads
-/// only the entities it touches.
+/// found, its rotation and bounds computed, the bounds indexed
+/// ([`broadphase`]) so that a query reads only the entities near it.
 #[derive(Debug)]
 pub struct PlacedScene<'m> {
     /// The world the scene is placed in.
     world: Kernel<'m>,
     entities: Vec<Placed<'m>>,
-    /// Grown bounds, lane `k` of record `r` entity `4r + k`; padding lanes
-    /// are empty (`lo` +∞, `hi` -∞) and meet nothing.
-    lanes: Vec<BoundsLanes>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct BoundsLanes {
-    lo: [Vec4; 3],
-    hi: [Vec4; 3],
-}
-
-impl BoundsLanes {
-    fn of(entities: &[Placed]) -> Self {
-        let lane = |f: &dyn Fn(&Placed) -> f32, empty: f32| {
-            Vec4::from_array(std::array::from_fn(|k| entities.get(k).map_or(empty, f)))
-        };
-        let axis = |a: usize| {
-            (
-                lane(&|e: &Placed| e.absmin[a], f32::INFINITY),
-                lane(&|e: &Placed| e.absmax[a], f32::NEG_INFINITY),
-            )
-        };
-        let [(lx, hx), (ly, hy), (lz, hz)] = [axis(0), axis(1), axis(2)];
-        BoundsLanes {
-            lo: [lx, ly, lz],
-            hi: [hx, hy, hz],
-        }
-    }
-
-    /// Bit `k`: lane `k`'s bounds meet `lo..hi`.
-    #[inline(always)]
-    fn meeting(&self, lo: Vec3, hi: Vec3) -> u32 {
-        let apart = self.lo[0].cmpgt(Vec4::splat(hi.x))
-            | self.lo[1].cmpgt(Vec4::splat(hi.y))
-            | self.lo[2].cmpgt(Vec4::splat(hi.z))
-            | self.hi[0].cmplt(Vec4::splat(lo.x))
-            | self.hi[1].cmplt(Vec4::splat(lo.y))
-            | self.hi[2].cmplt(Vec4::splat(lo.z));
-        !apart.bitmask() & 0xf
-    }
+    broadphase: Broadphase,
 }
 
 #[derive(Debug)]
@@ -228,6 +194,9 @@ struct Placed<'m> {
     contents: u32,
     origin: Vec3,
     target: Target<'m>,
+    /// The target's one brush, when it has one only (a box; most models):
+    /// rays and boxes are clipped against it directly.
+    lone: Option<LoneBrush>,
     /// Into the model's frame (models with angles only).
     rotation: Option<Rotation>,
     /// World-frame bounds, grown by one unit.
@@ -239,6 +208,7 @@ struct Placed<'m> {
 enum Target<'m> {
     /// Boxed: a kernel is a few hundred bytes, and entities are scanned.
     Model(Box<Kernel<'m>>),
+    /// The box's world of one brush.
     Box(Arc<Map>),
 }
 
@@ -260,11 +230,11 @@ impl<'m> PlacedScene<'m> {
             .enumerate()
             .map(|(index, e)| place(map, index, e))
             .collect::<Result<_, _>>()?;
-        let lanes = entities.chunks(4).map(BoundsLanes::of).collect();
+        let bounds: Vec<(Vec3, Vec3)> = entities.iter().map(|e| (e.absmin, e.absmax)).collect();
         Ok(Self {
             world: map.view(),
+            broadphase: Broadphase::new(&bounds),
             entities,
-            lanes,
         })
     }
 
@@ -276,18 +246,21 @@ impl<'m> PlacedScene<'m> {
         self.entities.is_empty()
     }
 
-    /// The entities whose grown bounds meet `lo..hi`, in scene order.
-    fn meeting(&self, lo: Vec3, hi: Vec3) -> impl Iterator<Item = &Placed<'m>> + '_ {
-        self.lanes.iter().enumerate().flat_map(move |(r, lanes)| {
-            let mut bits = lanes.meeting(lo, hi);
-            std::iter::from_fn(move || {
-                (bits != 0).then(|| {
-                    let k = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    &self.entities[4 * r + k]
-                })
+    /// Calls `visit` with each entity whose grown bounds meet `lo..hi`, in
+    /// scene order, until it breaks; `near` is the broadphase's for them.
+    #[inline(always)]
+    fn meeting<B>(
+        &self,
+        near: &Near,
+        lo: Vec3,
+        hi: Vec3,
+        mut visit: impl FnMut(&Placed<'m>) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
+        self.broadphase
+            .meeting(near, lo, hi, |i| match self.entities.get(i) {
+                Some(e) => visit(e),
+                None => ControlFlow::Continue(()),
             })
-        })
     }
 
     /// The owner of entity `id` ([`ENTITY_NONE`] when it has none or is not
@@ -320,12 +293,12 @@ impl<'m> PlacedScene<'m> {
     /// hull's box).
     pub fn trace_after(
         &self,
-        mut answer: TraceResult,
+        answer: TraceResult,
         query: &TraceQuery,
         pass: u32,
         scratch: &mut Scratch,
     ) -> (TraceResult, u32) {
-        let mut entity = if answer.fraction < 1.0 {
+        let entity = if answer.fraction < 1.0 {
             ENTITY_WORLD
         } else {
             ENTITY_NONE
@@ -333,14 +306,34 @@ impl<'m> PlacedScene<'m> {
         if answer.fraction == 0.0 {
             return (answer, entity);
         }
-        let (boxmin, boxmax) = move_bounds(query);
+        let (lo, hi) = move_bounds(query);
+        let near = self.broadphase.near(lo, hi);
+        if near.is_empty() {
+            return (answer, entity);
+        }
+        self.trace_entities((answer, entity), &near, query, pass, scratch)
+    }
+
+    /// [`PlacedScene::trace_after`] through the entities `near` the move.
+    /// (Kept out of line: most moves meet no entity, and the caller's
+    /// set-up then stays small.)
+    #[inline(never)]
+    fn trace_entities(
+        &self,
+        (mut answer, mut entity): (TraceResult, u32),
+        near: &Near,
+        query: &TraceQuery,
+        pass: u32,
+        scratch: &mut Scratch,
+    ) -> (TraceResult, u32) {
+        let (lo, hi) = move_bounds(query);
         let pass_owner = self.owner_of(pass);
-        for e in self.meeting(boxmin, boxmax) {
+        let _ = self.meeting(near, lo, hi, |e| {
             if answer.allsolid {
-                break;
+                return ControlFlow::Break(());
             }
             if e.skipped(query.mask(), pass, pass_owner) {
-                continue;
+                return ControlFlow::Continue(());
             }
             let found = e.trace(query, scratch);
             if found.allsolid {
@@ -354,7 +347,8 @@ impl<'m> PlacedScene<'m> {
                 answer.startsolid |= startsolid;
                 entity = e.id;
             }
-        }
+            ControlFlow::Continue(())
+        });
         (answer, entity)
     }
 
@@ -367,11 +361,18 @@ impl<'m> PlacedScene<'m> {
         if crate::trace::any_hit(&self.world, query, scratch) {
             return true;
         }
-        let (boxmin, boxmax) = move_bounds(query);
+        let (lo, hi) = move_bounds(query);
+        let near = self.broadphase.near(lo, hi);
         let pass_owner = self.owner_of(pass);
-        self.meeting(boxmin, boxmax).any(|e| {
-            !e.skipped(query.mask(), pass, pass_owner) && e.trace(query, scratch).fraction < 1.0
+        self.meeting(&near, lo, hi, |e| {
+            if !e.skipped(query.mask(), pass, pass_owner) && e.trace(query, scratch).fraction < 1.0
+            {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
         })
+        .is_break()
     }
 
     /// The contents at `p`: the world's OR, for every entity whose bounds
@@ -380,18 +381,19 @@ impl<'m> PlacedScene<'m> {
     /// owners and the entities' own `contents` play no part.
     pub fn point_contents(&self, p: Vec3, pass: u32) -> u32 {
         let mut contents = crate::trace::point_contents(&self.world, p);
-        for e in self.meeting(p, p) {
-            if e.id == pass {
-                continue;
+        let near = self.broadphase.near(p, p);
+        let _ = self.meeting(&near, p, p, |e| {
+            if e.id != pass {
+                let mut local = p - e.origin;
+                if let Some(r) = &e.rotation {
+                    local = r.apply(local);
+                }
+                contents |= e
+                    .target
+                    .with_kernel(|k| crate::trace::point_contents(k, local));
             }
-            let mut local = p - e.origin;
-            if let Some(r) = &e.rotation {
-                local = r.apply(local);
-            }
-            contents |= e
-                .target
-                .with_kernel(|k| crate::trace::point_contents(k, local));
-        }
+            ControlFlow::<()>::Continue(())
+        });
         contents
     }
 }
@@ -411,10 +413,17 @@ impl Placed<'_> {
 
     /// The query through this entity alone, answered in world coordinates.
     fn trace(&self, q: &TraceQuery, scratch: &mut Scratch) -> TraceResult {
-        let local = self.local_query(q);
-        let mut r = self
-            .target
-            .with_kernel(|k| crate::trace::trace(k, &local, scratch));
+        let mut r = match (&self.lone, &q.shape) {
+            (Some(brush), None) => {
+                let (start, end, offset) = self.local_move(q, (q.mins + q.maxs) * 0.5);
+                brush.trace_box(start, end, q.mins - offset, q.maxs - offset, q.mask)
+            }
+            _ => {
+                let local = self.local_query(q);
+                self.target
+                    .with_kernel(|k| crate::trace::trace(k, &local, scratch))
+            }
+        };
         if let (Some(rotation), true) = (&self.rotation, r.fraction != 1.0) {
             r.normal = rotation.unapply(r.normal);
         }
@@ -432,12 +441,7 @@ impl Placed<'_> {
         } else {
             (q.mins + q.maxs) * 0.5
         };
-        let mut start = (q.start + offset) - self.origin;
-        let mut end = (q.end + offset) - self.origin;
-        if let Some(r) = &self.rotation {
-            start = r.apply(start);
-            end = r.apply(end);
-        }
+        let (start, end, offset) = self.local_move(q, offset);
         TraceQuery {
             start,
             end,
@@ -445,6 +449,19 @@ impl Placed<'_> {
             maxs: q.maxs - offset,
             ..q.clone()
         }
+    }
+
+    /// The start and end of `q`'s traced point moved by `offset` (the box's
+    /// centre), in the entity's frame; and `offset`.
+    #[inline(always)]
+    fn local_move(&self, q: &TraceQuery, offset: Vec3) -> (Vec3, Vec3, Vec3) {
+        let mut start = (q.start + offset) - self.origin;
+        let mut end = (q.end + offset) - self.origin;
+        if let Some(r) = &self.rotation {
+            start = r.apply(start);
+            end = r.apply(end);
+        }
+        (start, end, offset)
     }
 }
 
@@ -489,7 +506,9 @@ fn place<'m>(map: &'m Map, index: usize, e: &Entity) -> Result<Placed<'m>, Scene
             (Target::Box(model), None, mins, maxs)
         }
     };
+    let lone = target.with_kernel(LoneBrush::of);
     Ok(Placed {
+        lone,
         id: e.id,
         owner: e.owner,
         contents: e.contents,

@@ -6,7 +6,7 @@ use super::work::TraceWork;
 use super::Kernel;
 use crate::margins::SURFACE_CLIP_EPSILON;
 use crate::math::splat_axes;
-use crate::world::Brush;
+use crate::world::{Brush, Plane};
 use glam::{BVec4A, Vec3A, Vec4};
 use std::hint::select_unpredictable;
 
@@ -27,20 +27,36 @@ pub(crate) enum BrushClip {
 /// before is read).
 #[inline]
 pub(crate) fn clip_brush(world: &Kernel, index: usize, w: &TraceWork) -> BrushClip {
-    let brush = &world.brushes[index];
-    if brush.num_sides == 0 {
+    if world.brushes[index].num_sides == 0 {
         return BrushClip::Miss;
     }
-    let count = brush.num_sides as usize;
-    let kernel = &world.accel;
-    if let Some(&axial) = kernel.brush_axial.get(index) {
-        if let Some(axial) = kernel.axial_brushes.get(axial as usize) {
-            return clip_axial(axial, w);
-        }
+    if let Some(axial) = axial_record(world, index) {
+        return clip_axial(axial, w);
     }
-    // The kernel's copy of the side planes, in lanes.
+    clip_side_lanes(side_lanes(world, index), w)
+}
+
+/// Brush `index`'s axial box record, if it is one.
+#[inline(always)]
+pub(crate) fn axial_record<'w>(world: &Kernel<'w>, index: usize) -> Option<&'w AxialBrush> {
+    let kernel = world.accel;
+    let &axial = kernel.brush_axial.get(index)?;
+    kernel.axial_brushes.get(axial as usize)
+}
+
+/// The kernel's copy of brush `index`'s side planes, in lanes.
+#[inline(always)]
+pub(crate) fn side_lanes<'w>(world: &Kernel<'w>, index: usize) -> &'w [SideLanes] {
+    let kernel = world.accel;
+    let count = world.brushes[index].num_sides as usize;
     let first = kernel.brush_lanes[index] as usize;
-    let lanes = &kernel.side_lanes[first..][..count.div_ceil(4)];
+    &kernel.side_lanes[first..][..count.div_ceil(4)]
+}
+
+/// Clips the move against a brush that is not an axial box, by its sides'
+/// planes in lanes.
+#[inline(always)]
+pub(crate) fn clip_side_lanes(lanes: &[SideLanes], w: &TraceWork) -> BrushClip {
     if w.is_point {
         clip_lanes::<true>(lanes, w)
     } else {
@@ -54,7 +70,7 @@ pub(crate) fn clip_brush(world: &Kernel, index: usize, w: &TraceWork) -> BrushCl
 /// (the zero terms add only signed zeros, which no test and no fraction
 /// below can see); every side is met at once, three per vector.
 #[inline(always)]
-fn clip_axial(brush: &AxialBrush, w: &TraceWork) -> BrushClip {
+pub(crate) fn clip_axial(brush: &AxialBrush, w: &TraceWork) -> BrushClip {
     const _: () = assert!(SURFACE_CLIP_EPSILON == 0.125);
     let epsilon = Vec3A::splat(SURFACE_CLIP_EPSILON as f32);
     let pos = brush.pos - w.lower;
@@ -343,14 +359,26 @@ pub(crate) fn box_in_brush(world: &Kernel, brush: &Brush, w: &TraceWork) -> bool
         return false;
     }
     let first = brush.first_side as usize;
-    world.brush_sides[first..first + brush.num_sides as usize]
-        .iter()
-        .all(|side| {
-            let plane = &world.planes[side.plane as usize];
-            let normal = Vec3A::from(plane.normal());
-            let dist = plane.dist - w.offset(plane.sign_bits).dot(normal);
-            w.start.dot(normal) - dist <= 0.0
-        })
+    let sides = &world.brush_sides[first..first + brush.num_sides as usize];
+    box_in_planes(
+        sides.iter().map(|side| &world.planes[side.plane as usize]),
+        w,
+    )
+}
+
+/// Whether the box at the trace's start is behind (or on) every plane of
+/// `planes`, each pushed out by the box's corner furthest along its
+/// negative normal.
+#[inline(always)]
+pub(crate) fn box_in_planes<'p>(
+    mut planes: impl Iterator<Item = &'p Plane>,
+    w: &TraceWork,
+) -> bool {
+    planes.all(|plane| {
+        let normal = Vec3A::from(plane.normal());
+        let dist = plane.dist - w.offset(plane.sign_bits).dot(normal);
+        w.start.dot(normal) - dist <= 0.0
+    })
 }
 
 #[cfg(test)]

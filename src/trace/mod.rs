@@ -27,7 +27,10 @@
 //! - the tie search ([`walk::first_tied_contact`]) finds the walk's answer
 //!   among tied contacts without the whole walk; `tests/batch.rs`;
 //! - onion hulls skip subtrees free for their box; `tests/onion.rs`
-//!   against the box sweep.
+//!   against the box sweep;
+//! - a world of one brush (a scene's box entity, most inline models) is
+//!   clipped directly, without the search ([`lone_brush`]); the scene's
+//!   tests against this world's fast path and walk.
 
 pub mod accel;
 mod batch;
@@ -36,6 +39,7 @@ mod contents;
 #[cfg(feature = "exact")]
 pub mod exact;
 mod fast;
+mod lone_brush;
 pub mod onion;
 pub(crate) mod patch;
 pub mod shape;
@@ -54,6 +58,7 @@ pub use batch::{
 pub use contents::point_contents;
 #[cfg(feature = "exact")]
 pub use exact::reference_trace;
+pub(crate) use lone_brush::LoneBrush;
 pub use onion::{trace_hull, trace_hull_with_stats, HullError, HullQuery, HullStats};
 pub use shape::{ConvexHull, InvalidShape, Shape};
 pub use walk::WalkStats;

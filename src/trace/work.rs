@@ -225,15 +225,23 @@ pub(crate) struct TraceWork {
 
 impl TraceWork {
     pub fn new(q: &TraceQuery) -> Self {
+        Self::of_move(q.start, q.end, q.mins, q.maxs, q.mask)
+    }
+
+    /// The box `mins..maxs` (both zero for a ray) moved from `start` to
+    /// `end`, colliding with `mask`: [`TraceWork::new`] of a query without
+    /// a shape.
+    #[inline(always)]
+    pub fn of_move(start: Vec3, end: Vec3, mins: Vec3, maxs: Vec3, mask: u32) -> Self {
         // Make the box symmetric around the traced point, as the reference
         // does. In SIMD lanes: the same per-component f32 arithmetic, in a
         // third of the instructions (this runs once per query).
-        let (mins, maxs) = (Vec3A::from(q.mins), Vec3A::from(q.maxs));
+        let (mins, maxs) = (Vec3A::from(mins), Vec3A::from(maxs));
         let offset = (mins + maxs) * 0.5;
         let size0 = mins - offset;
         let size1 = maxs - offset;
-        let start = Vec3A::from(q.start) + offset;
-        let end = Vec3A::from(q.end) + offset;
+        let start = Vec3A::from(start) + offset;
+        let end = Vec3A::from(end) + offset;
         let is_point = (size0.cmpeq(Vec3A::ZERO) & size1.cmpeq(Vec3A::ZERO)).all();
         let bounds = [start.min(end) + size0, start.max(end) + size1];
         Self {
@@ -243,7 +251,7 @@ impl TraceWork {
             lower: size0,
             bounds,
             is_point,
-            mask: q.mask,
+            mask,
             stop_at_any_hit: false,
             result: TraceResult::default(),
         }
