@@ -46,6 +46,8 @@ pub struct Tick {
     pub positions: Vec<usize>,
     traces: usize,
     any_hits: Vec<bool>,
+    /// Whether the message asks any-hit per query (and `hits` comes back).
+    hits_answered: bool,
     in_scene: bool,
 }
 
@@ -102,8 +104,11 @@ impl Tick {
                 positions.push(*pos);
             }
         }
+        let any_hits = m.any_hits.clone();
+        batch_fields(&mut m);
         Tick {
-            any_hits: m.any_hits.clone(),
+            hits_answered: !m.any_hits.is_empty(),
+            any_hits,
             message: m,
             positions,
             traces,
@@ -127,7 +132,7 @@ impl Tick {
             && r.flags.len() == n
             && r.contents.len() == n
             && r.surface_flags.len() == n
-            && r.hits.len() == n
+            && r.hits.len() == if self.hits_answered { n } else { 0 }
             && r.entities.len() == if self.in_scene { n } else { 0 }
             && r.point_contents.len() == points;
         if fits {
@@ -171,5 +176,29 @@ impl Tick {
                 (pos, answer)
             })
             .collect())
+    }
+}
+
+/// What every query of a tick shares moves to the batch's own fields (one
+/// shape, no any-hit, no pass), so a plain batch stays a plain batch, which
+/// every server version reads.
+fn batch_fields(m: &mut pb::TraceRequest) {
+    if m.shapes.len() == 1 {
+        m.shape_index.clear();
+        if let Some(shape) = m.shapes.pop() {
+            match shape.kind {
+                None => {}
+                Some(pb::query_shape::Kind::Box(b)) => m.shape = Some(b),
+                Some(pb::query_shape::Kind::Hull(name)) => m.hull = Some(name),
+                Some(pb::query_shape::Kind::Swept(swept)) => m.swept = Some(swept),
+            }
+            m.exact = shape.exact;
+        }
+    }
+    if !m.any_hits.contains(&true) {
+        m.any_hits.clear();
+    }
+    if m.passes.iter().all(|&p| p == bspq::scene::ENTITY_NONE) {
+        m.passes.clear();
     }
 }
