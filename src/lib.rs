@@ -49,6 +49,7 @@ pub mod margins;
 pub mod math;
 #[cfg(feature = "server")]
 pub mod metrics;
+pub mod movement;
 #[cfg(feature = "server")]
 pub mod proto;
 pub mod query;

@@ -276,6 +276,11 @@ impl<'m> PlacedScene<'m> {
         self.entities.is_empty()
     }
 
+    /// The world the scene is placed in.
+    pub fn world(&self) -> &Kernel<'m> {
+        &self.world
+    }
+
     /// The entities whose grown bounds meet `lo..hi`, in scene order.
     fn meeting(&self, lo: Vec3, hi: Vec3) -> impl Iterator<Item = &Placed<'m>> + '_ {
         self.lanes.iter().enumerate().flat_map(move |(r, lanes)| {
