@@ -584,3 +584,108 @@ fn bad_movement_lines_are_refused_with_their_codes() {
         assert_eq!(refused.code(), *code, "{line}: {refused}");
     }
 }
+
+#[test]
+fn bspq_conformance_runs_the_moves_set() {
+    let map = common::map_path("aggressor");
+    let oracle = common::oracle_dir("aggressor");
+    let run = |extra: &[&str]| {
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "conformance".as_ref(),
+            "--strict".as_ref(),
+            "--world".as_ref(),
+            map.as_os_str(),
+            "--oracle".as_ref(),
+            oracle.as_os_str(),
+        ];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .args(args)
+            .output()
+            .expect("bspq runs")
+    };
+    let out = run(&["--sets", "moves"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("moves   1250/1250 matched (100.000%)"),
+        "{text}"
+    );
+    // The reference's movement answers are for curves on only: the default
+    // sets skip them with curves off, a named set is an error.
+    let out = run(&["--no-curves"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("moves   skipped"), "{text}");
+    assert_eq!(
+        run(&["--no-curves", "--sets", "moves"]).status.code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn bspq_trace_and_http_answer_movement_lines_as_the_library() {
+    use common::server::TestServer;
+    let lines = mixed_lines("q3dm6ish");
+    let lines = &lines[..400];
+    let map = load_world("q3dm6ish", true);
+    let want: Vec<String> = answer_lines(&map, lines, 1)
+        .iter()
+        .map(Answer::to_json)
+        .collect();
+
+    let input = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(input.path(), lines.join("\n")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["trace", "--world"])
+        .arg(common::map_path("q3dm6ish"))
+        .stdin(std::fs::File::open(input.path()).unwrap())
+        .output()
+        .expect("bspq runs");
+    assert!(out.status.success());
+    let offline: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert_eq!(offline, want);
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(common::map_path("q3dm6ish"), dir.path().join("arena.bsp")).unwrap();
+    let server = TestServer::start(Some(dir.path().to_owned()), Default::default());
+    let queries: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let body = serde_json::json!({ "queries": queries }).to_string();
+    let mut reply = ureq::post(&format!("{}/v1/worlds/arena/trace", server.base))
+        .header("Content-Type", "application/json")
+        .send(&body)
+        .expect("HTTP answers");
+    let reply: serde_json::Value =
+        serde_json::from_str(&reply.body_mut().read_to_string().unwrap()).unwrap();
+    let results = reply["results"].as_array().expect("results");
+    let over_http: Vec<Answer> = results
+        .iter()
+        .map(|r| serde_json::from_value(r.clone()).unwrap())
+        .collect();
+    let want: Vec<Answer> = want
+        .iter()
+        .map(|w| serde_json::from_str(w).unwrap())
+        .collect();
+    assert_eq!(over_http, want);
+
+    // A bad movement line rejects the body with its code and index.
+    let bad = serde_json::json!({"queries": [queries[0], {"predict": {
+        "origin": [0, 0, 0], "velocity": [0, 0, 0], "frametime": 0.05, "ticks": 0,
+        "mins": [-15, -15, -24], "maxs": [15, 15, 32]}}]})
+    .to_string();
+    let reply = ureq::post(&format!("{}/v1/worlds/arena/trace", server.base))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .header("Content-Type", "application/json")
+        .send(&bad)
+        .expect("HTTP answers");
+    assert_eq!(reply.status().as_u16(), 400);
+    let reply: serde_json::Value =
+        serde_json::from_str(&reply.into_body().read_to_string().unwrap()).unwrap();
+    assert_eq!(reply["error"]["code"], "bad_ticks");
+    assert_eq!(reply["error"]["query_index"], 1);
+}
