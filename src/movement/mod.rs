@@ -16,6 +16,29 @@
 //! - [`predict`]: many frames ([`PredictQuery`]), stopping at the first
 //!   requested [`Event`].
 //!
+//! ```
+//! use bspq::movement::{self, Body, Motion, SlideQuery};
+//! use bspq::{Map, Vec3, MASK_PLAYERSOLID};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/maps/q3dm6ish.bsp");
+//! let map = Map::open(path)?;
+//! let world = map.view();
+//! let player = Body::boxed(Vec3::new(-15.0, -15.0, -24.0), Vec3::new(15.0, 15.0, 32.0), MASK_PLAYERSOLID)?;
+//! let mut scratch = bspq::trace::Scratch::new();
+//! // A player at the foot of a staircase, walking into its first step.
+//! let origin = Vec3::new(592.0, -60.0, -39.875);
+//! let standing = movement::ground(&world, &player, origin, &mut scratch);
+//! assert!(standing.walkable);
+//! let walk = Motion { origin, velocity: Vec3::new(320.0, 0.0, 0.0) };
+//! let frame = SlideQuery::new(walk, 0.05, player)?.with_ground(standing.plane())?;
+//! let moved = movement::slide(&world, &frame, &mut scratch);
+//! assert_eq!(moved.stepped, 16.0); // up one step
+//! assert_eq!(moved.motion.origin, Vec3::new(608.0, -60.0, -23.875));
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Arithmetic is `f32` throughout, in the order the game performs it, so
 //! that answers agree with the game's to the last few bits (docs/movement.md
 //! says what each step does and why).
