@@ -95,9 +95,18 @@ impl Body {
         }
     }
 
-    /// The box swept from `start` to `end` through `world`: through the
-    /// body's hull when `world` has it (a body from another world's hull is
-    /// swept as the box, which gives the same answer).
+    /// The body's hull in `world`: the hull it was made from, when `world`
+    /// registers a hull of the same size at that index (a body made from
+    /// another world's hull is swept as its box, which gives the same
+    /// answer).
+    fn hull_in(&self, world: &Kernel) -> Option<usize> {
+        let hull = self.hull?;
+        let spec = world.info.hulls.get(hull)?;
+        (spec.mins == self.mins.to_array() && spec.maxs == self.maxs.to_array()).then_some(hull)
+    }
+
+    /// The box swept from `start` to `end` through `world`, through the
+    /// body's hull there if it has one ([`Body::hull_in`]).
     fn trace_world(
         &self,
         world: &Kernel,
@@ -106,7 +115,7 @@ impl Body {
         scratch: &mut Scratch,
     ) -> (TraceQuery, TraceResult) {
         let sweep = self.sweep(start, end);
-        let result = match self.hull.filter(|&h| h < world.info.hulls.len()) {
+        let result = match self.hull_in(world) {
             Some(hull) => {
                 let query = HullQuery {
                     hull,

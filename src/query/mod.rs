@@ -442,8 +442,8 @@ pub fn requests(lines: &[QueryLine]) -> Result<Vec<Request>, (usize, QueryError)
         .collect()
 }
 
-/// [`requests`] for one world, which also resolves `"hull"` names
-/// ([`QueryLine::request_in`]).
+/// [`requests`] for one world, which also resolves `"hull"` names, of
+/// traces and of movement lines ([`QueryLine::request_in`]).
 pub fn requests_in(
     lines: &[QueryLine],
     world: &crate::trace::Kernel,
@@ -453,7 +453,8 @@ pub fn requests_in(
         .iter()
         .enumerate()
         .map(|(index, line)| {
-            if line.hull.is_some() {
+            // (A movement line's hull is inside its object.)
+            if line.hull.is_some() || line.is_movement() {
                 line.request_in(world)
             } else {
                 line.request_with(&mut last)

@@ -689,3 +689,56 @@ fn bspq_trace_and_http_answer_movement_lines_as_the_library() {
     assert_eq!(reply["error"]["code"], "bad_ticks");
     assert_eq!(reply["error"]["query_index"], 1);
 }
+
+/// A movement line naming a registered hull answers as the same line with
+/// the hull's box, bit for bit (traced through the hull's tree instead).
+#[test]
+fn hull_moves_answer_as_their_box() {
+    use bspq::compile::CompileOptions;
+    use bspq::world::HullSpec;
+    let source = std::fs::read(common::map_path("q3dm6ish")).unwrap();
+    let options = CompileOptions {
+        hulls: vec![HullSpec {
+            name: "stand".into(),
+            mins: PLAYER_MINS.to_array(),
+            maxs: PLAYER_MAXS.to_array(),
+        }],
+        ..CompileOptions::default()
+    };
+    let map =
+        Map::from_data(bspq::map::compile_source(&source, "q3dm6ish", &options).unwrap()).unwrap();
+    let boxed: Vec<String> = mixed_lines("q3dm6ish")
+        .into_iter()
+        .filter(|l| l.contains(r#""mins":[-15,-15,-24],"maxs":[15,15,32]"#))
+        .collect();
+    assert!(boxed.len() > 500);
+    let hulled: Vec<String> = boxed
+        .iter()
+        .map(|l| {
+            l.replace(
+                r#""mins":[-15,-15,-24],"maxs":[15,15,32]"#,
+                r#""hull":"stand""#,
+            )
+        })
+        .collect();
+    let by_box: Vec<String> = answer_lines(&map, &boxed, 2)
+        .iter()
+        .map(Answer::to_json)
+        .collect();
+    let by_hull: Vec<String> = answer_lines(&map, &hulled, 2)
+        .iter()
+        .map(Answer::to_json)
+        .collect();
+    assert_eq!(by_hull, by_box);
+
+    // A body made from this world's hull moves through a world without
+    // it as its box.
+    let plain = load_world("q3dm6ish", true);
+    let body = Body::hull(&map.view(), "stand", MASK_PLAYERSOLID).unwrap();
+    let mut scratch = Scratch::new();
+    let at = Vec3::new(560.0, -60.0, -39.875);
+    assert_eq!(
+        movement::ground(&plain.view(), &body, at, &mut scratch),
+        movement::ground(&plain.view(), &player(), at, &mut scratch)
+    );
+}
