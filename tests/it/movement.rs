@@ -768,3 +768,61 @@ fn hull_moves_answer_as_their_box() {
         movement::ground(&plain.view(), &player(), at, &mut scratch)
     );
 }
+
+#[test]
+fn predictions_stop_on_contents_and_out_of_range() {
+    let map = load_world("q3dm6ish", true);
+    // Another player's box ahead, which a box colliding with solid only
+    // walks into: the prediction stops once the boxes overlap.
+    let scene = scene_of(
+        &map,
+        vec![box_entity(
+            9,
+            VOID + Vec3::new(100.0, 0.0, 0.0),
+            PLAYER_MINS,
+            PLAYER_MAXS,
+        )],
+    );
+    let collider = InScene {
+        scene: &scene,
+        pass: 1,
+    };
+    let ghost = Body::boxed(PLAYER_MINS, PLAYER_MAXS, bspq::MASK_SOLID).unwrap();
+    let walk = PredictQuery::new(
+        Motion {
+            origin: VOID,
+            velocity: Vec3::new(320.0, 0.0, 0.0),
+        },
+        0.05,
+        ghost.clone(),
+        100,
+    )
+    .unwrap()
+    .with_stops(StopEvents {
+        contents: Some(bspq::contents::CONTENTS_BODY),
+        ..StopEvents::default()
+    })
+    .unwrap();
+    let met = movement::predict(&collider, &walk, &mut Scratch::new());
+    assert_eq!(met.event, Event::Contents, "{met:?}");
+    // 16 units a tick: the boxes (30 wide, 100 apart) overlap after tick 5.
+    assert_eq!(met.tick, 5);
+
+    // Falling through the void under the strongest gravity for whole
+    // seconds: too fast to move after the second tick.
+    let drop = PredictQuery::new(
+        Motion {
+            origin: VOID,
+            velocity: Vec3::ZERO,
+        },
+        1.0,
+        ghost,
+        1000,
+    )
+    .unwrap()
+    .with_gravity(movement::MAX_GRAVITY)
+    .unwrap();
+    let fell = movement::predict(&collider, &drop, &mut Scratch::new());
+    assert_eq!(fell.event, Event::OutOfRange, "{fell:?}");
+    assert_eq!(fell.tick, 2);
+}
