@@ -1,7 +1,8 @@
 //! Player movement as Quake 3 moves a player: the ground probe, the slide
 //! move (velocity clipped along every plane touched, up to four bumps a
-//! frame), the step-slide move (the same, then the same again from 18 units
-//! higher, kept when it gets further), and a prediction that chains them
+//! frame), the step-slide move (the same, and when that is blocked, the
+//! same again from up to 18 units higher, set back down), and a prediction
+//! that chains them
 //! tick after tick until something happens. No I/O and no tokio: the
 //! movement is a composition of the kernel's box traces.
 //!
