@@ -2,9 +2,8 @@
 //! move (velocity clipped along every plane touched, up to four bumps a
 //! frame), the step-slide move (the same, and when that is blocked, the
 //! same again from up to 18 units higher, set back down), and a prediction
-//! that chains them
-//! tick after tick until something happens. No I/O and no tokio: the
-//! movement is a composition of the kernel's box traces.
+//! that chains them tick after tick until something happens. No I/O and no
+//! tokio: the movement is a composition of the kernel's box traces.
 //!
 //! Every trace a move makes goes through a [`Collider`]: the world alone
 //! ([`crate::trace::Kernel`]) or the world and a scene ([`InScene`]: doors,
