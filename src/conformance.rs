@@ -34,37 +34,18 @@ fn trace_mismatch(e: &TraceAnswer, a: &TraceAnswer) -> Option<String> {
     if e.entity.is_some() && e.entity != a.entity {
         diffs.push(format!("entity {:?} != {:?}", a.entity, e.entity));
     }
-    if e.startsolid != a.startsolid {
-        diffs.push(format!("startsolid {} != {}", a.startsolid, e.startsolid));
-    }
-    if e.allsolid != a.allsolid {
-        diffs.push(format!("allsolid {} != {}", a.allsolid, e.allsolid));
-    }
-    if (e.fraction < 1.0) != (a.fraction < 1.0) {
-        diffs.push(format!(
-            "hit: fraction {} vs expected {}",
-            a.fraction, e.fraction
-        ));
-    }
-    if e.contents != a.contents {
-        diffs.push(format!("contents {:#x} != {:#x}", a.contents, e.contents));
-    }
+    let contact = ExpectedGround {
+        fraction: e.fraction,
+        normal: e.normal,
+        startsolid: e.startsolid,
+        allsolid: e.allsolid,
+        surface_flags: e.surface_flags,
+        contents: e.contents,
+    };
+    diffs.extend(ground_mismatch(&contact, a));
     let d = glam::Vec3::from_array(e.endpos).distance(glam::Vec3::from_array(a.endpos));
     if d.is_nan() || d > ENDPOS_TOLERANCE {
         diffs.push(format!("endpos {:?} is {d} from {:?}", a.endpos, e.endpos));
-    }
-    let reports_plane = e.fraction < 1.0 && !e.allsolid && e.normal != [0.0; 3];
-    if reports_plane {
-        let dot = glam::Vec3::from_array(e.normal).dot(glam::Vec3::from_array(a.normal));
-        if dot.is_nan() || dot < NORMAL_MIN_DOT {
-            diffs.push(format!("normal {:?} != {:?}", a.normal, e.normal));
-        }
-        if e.surface_flags != a.surface_flags {
-            diffs.push(format!(
-                "surface_flags {:#x} != {:#x}",
-                a.surface_flags, e.surface_flags
-            ));
-        }
     }
     (!diffs.is_empty()).then(|| diffs.join("; "))
 }
@@ -108,4 +89,115 @@ pub fn read_query_lines(path: &Path) -> std::io::Result<Vec<Result<String, Query
         }
     }
     Ok(out)
+}
+
+/// Largest allowed distance between the reference's final origin of a
+/// move and ours, in units.
+pub const ORIGIN_TOLERANCE: f32 = 0.25;
+/// Largest allowed length of the difference between the reference's final
+/// velocity of a move and ours, in units/s.
+pub const VELOCITY_TOLERANCE: f32 = 1.0;
+
+/// A reference answer to a movement line: a slide move's, or a ground
+/// probe's (the fields the reference gives).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(untagged)]
+pub enum ExpectedMove {
+    Slide(ExpectedSlide),
+    Ground(ExpectedGround),
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct ExpectedSlide {
+    pub origin: [f32; 3],
+    pub velocity: [f32; 3],
+    /// Given for the plain slide move only.
+    #[serde(default)]
+    pub blocked: Option<bool>,
+    /// The reference's step events (informative, not compared).
+    #[serde(default)]
+    pub step_events: Option<u32>,
+    pub ground: ExpectedGround,
+}
+
+/// A ground probe as the reference reports it (no `endpos`).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct ExpectedGround {
+    pub fraction: f32,
+    #[serde(default)]
+    pub normal: [f32; 3],
+    pub startsolid: bool,
+    pub allsolid: bool,
+    #[serde(default)]
+    pub surface_flags: u32,
+    pub contents: u32,
+}
+
+/// `None` when the movement answer `actual` matches `expected`, else what
+/// differs: the final origin within [`ORIGIN_TOLERANCE`], the velocity
+/// within [`VELOCITY_TOLERANCE`], `blocked` where the reference gives it,
+/// and the ground probe by the trace rule on the fields the reference gives
+/// (no `endpos`).
+pub fn movement_mismatch(expected: &ExpectedMove, actual: &Answer) -> Option<String> {
+    match (expected, actual) {
+        (ExpectedMove::Ground(e), Answer::Ground(a)) => ground_mismatch(e, &a.trace),
+        (ExpectedMove::Slide(e), Answer::Slide(a)) => {
+            let mut diffs = Vec::new();
+            let v = |x: [f32; 3]| glam::Vec3::from_array(x);
+            let d = v(e.origin).distance(v(a.origin));
+            if d.is_nan() || d > ORIGIN_TOLERANCE {
+                diffs.push(format!("origin {:?} is {d} from {:?}", a.origin, e.origin));
+            }
+            let d = v(e.velocity).distance(v(a.velocity));
+            if d.is_nan() || d > VELOCITY_TOLERANCE {
+                diffs.push(format!(
+                    "velocity {:?} is {d} from {:?}",
+                    a.velocity, e.velocity
+                ));
+            }
+            if e.blocked.is_some() && e.blocked != a.blocked {
+                diffs.push(format!("blocked {:?} != {:?}", a.blocked, e.blocked));
+            }
+            if let Some(why) = ground_mismatch(&e.ground, &a.ground.trace) {
+                diffs.push(format!("ground: {why}"));
+            }
+            (!diffs.is_empty()).then(|| diffs.join("; "))
+        }
+        _ => Some("answer kinds differ".to_owned()),
+    }
+}
+
+/// The trace rule without `endpos` (which a ground probe's reference
+/// answer lacks): solidity, hit or miss, contents, and the plane of a hit.
+fn ground_mismatch(e: &ExpectedGround, a: &TraceAnswer) -> Option<String> {
+    let mut diffs = Vec::new();
+    if e.startsolid != a.startsolid {
+        diffs.push(format!("startsolid {} != {}", a.startsolid, e.startsolid));
+    }
+    if e.allsolid != a.allsolid {
+        diffs.push(format!("allsolid {} != {}", a.allsolid, e.allsolid));
+    }
+    if (e.fraction < 1.0) != (a.fraction < 1.0) {
+        diffs.push(format!(
+            "hit: fraction {} vs expected {}",
+            a.fraction, e.fraction
+        ));
+    }
+    if e.contents != a.contents {
+        diffs.push(format!("contents {:#x} != {:#x}", a.contents, e.contents));
+    }
+    let reports_plane = e.fraction < 1.0 && !e.allsolid && e.normal != [0.0; 3];
+    if reports_plane {
+        let dot = glam::Vec3::from_array(e.normal).dot(glam::Vec3::from_array(a.normal));
+        if dot.is_nan() || dot < NORMAL_MIN_DOT {
+            diffs.push(format!("normal {:?} != {:?}", a.normal, e.normal));
+        }
+        if e.surface_flags != a.surface_flags {
+            diffs.push(format!(
+                "surface_flags {:#x} != {:#x}",
+                a.surface_flags, e.surface_flags
+            ));
+        }
+    }
+    (!diffs.is_empty()).then(|| diffs.join("; "))
 }

@@ -26,7 +26,9 @@
 //! onion hulls) → [`world`] (the validated file data, [`world::format`]
 //! for the compiled world file) → [`map`] (loading any source, compiling on
 //! load) → [`trace`] (the query kernel and, in [`trace::accel`], the trees
-//! and grids it derives at load). [`margins`] holds every margin and
+//! and grids it derives at load) → [`scene`] (entities traced with the
+//! world) → [`movement`] (players moved as Quake 3 moves them, on top of
+//! the traces). [`margins`] holds every margin and
 //! epsilon. With the default `server` feature the crate also holds the
 //! service (registry with hot swap, gRPC and HTTP transports); without it
 //! (`default-features = false`) it builds without tokio, tonic or axum.
@@ -49,6 +51,7 @@ pub mod margins;
 pub mod math;
 #[cfg(feature = "server")]
 pub mod metrics;
+pub mod movement;
 #[cfg(feature = "server")]
 pub mod proto;
 pub mod query;

@@ -282,7 +282,8 @@ impl PackedAnswer {
                     hit_only.push(true);
                 }
                 Answer::Point(p) => point_contents.push(p.contents),
-                Answer::Scene(_) => {}
+                // Packed batches carry no scene or movement lines.
+                Answer::Scene(_) | Answer::Ground(_) | Answer::Slide(_) | Answer::Predict(_) => {}
             }
         }
         let results = if mixed {

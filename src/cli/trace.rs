@@ -100,6 +100,11 @@ fn next_chunk(
 /// server's world knows (its hulls and models): hull lines are checked as
 /// the ray of the same move.
 fn check_query(line: &QueryLine) -> Result<(), QueryError> {
+    if line.is_movement() {
+        // gRPC messages carry no movement queries: those are answered
+        // offline and over HTTP.
+        return Err(QueryError::MovementUnsupported);
+    }
     if line.hull.is_some() {
         if line.mins.is_some()
             || line.maxs.is_some()

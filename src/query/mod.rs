@@ -8,8 +8,14 @@ use crate::trace::{
 };
 use serde::{Deserialize, Serialize};
 
+mod movement;
 mod scene;
+use crate::movement::MovementError;
 use crate::scene::{Scene, SceneError};
+pub use movement::{
+    answer_movement, GroundAnswer, GroundLine, MovementQuery, PredictAnswer, PredictLine,
+    SlideAnswer, SlideLine, DEFAULT_BLOCKED_SPEED,
+};
 pub use scene::{
     answer_all_in_scene, answer_in_scene, pass_of, scene_of, BoxLine, Checked, EntityLine,
     SceneAnswer, SceneStream,
@@ -64,6 +70,15 @@ pub struct QueryLine {
     /// A scene line: the entities the following lines are traced with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entities: Option<Vec<EntityLine>>,
+    /// A ground probe (a movement line takes no other field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ground: Option<GroundLine>,
+    /// One frame of the slide or step-slide move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slide: Option<SlideLine>,
+    /// Frames of movement until an event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predict: Option<PredictLine>,
 }
 
 /// A validated query.
@@ -83,6 +98,8 @@ pub enum Request {
     /// A hull trace whose hull was found in the world that answers it
     /// (`any`: only whether it hits).
     Hull { query: HullQuery, any: bool },
+    /// A ground probe, slide move or prediction.
+    Movement(MovementQuery),
 }
 
 impl From<Query> for Request {
@@ -115,6 +132,12 @@ pub enum QueryError {
     SceneWithQuery,
     #[error("`entities` lines are answered where scenes are kept (`bspq trace`, HTTP bodies)")]
     SceneUnsupported,
+    #[error(transparent)]
+    Movement(#[from] MovementError),
+    #[error("a movement line (`ground`, `slide`, `predict`) takes no other field")]
+    MovementWithQuery,
+    #[error("movement lines (`ground`, `slide`, `predict`) are answered by `bspq trace` offline and over HTTP, not here")]
+    MovementUnsupported,
 }
 
 impl QueryError {
@@ -134,6 +157,9 @@ impl QueryError {
             QueryError::Scene(e) => scene_error_code(e),
             QueryError::SceneWithQuery => "mixed_query",
             QueryError::SceneUnsupported => "scene_unsupported",
+            QueryError::Movement(e) => e.code(),
+            QueryError::MovementWithQuery => "mixed_query",
+            QueryError::MovementUnsupported => "movement_unsupported",
         }
     }
 }
@@ -160,6 +186,9 @@ impl QueryLine {
     fn validate_with(&self, last: &mut LastShape) -> Result<Query, QueryError> {
         if self.entities.is_some() {
             return Err(QueryError::SceneUnsupported);
+        }
+        if self.is_movement() {
+            return Err(QueryError::MovementUnsupported);
         }
         if let Some(p) = self.point {
             // A mask would be silently ignored: point contents is every
@@ -216,6 +245,9 @@ impl QueryLine {
     }
 
     fn request_with(&self, last: &mut LastShape) -> Result<Request, QueryError> {
+        if let Some(movement) = self.movement(None) {
+            return movement.map(Request::Movement);
+        }
         Ok(match (self.validate_with(last)?, self.any) {
             (Query::Trace(q), Some(true)) => Request::AnyHit(q),
             (q, _) => Request::Query(q),
@@ -225,6 +257,9 @@ impl QueryLine {
     /// [`Self::request`] for answering against `world`: hull names are looked
     /// up in it (an unknown hull is an error of this line).
     pub fn request_in(&self, world: &crate::trace::Kernel) -> Result<Request, QueryError> {
+        if let Some(movement) = self.movement(Some(world)) {
+            return movement.map(Request::Movement);
+        }
         let Some(name) = &self.hull else {
             return self.request();
         };
@@ -272,9 +307,53 @@ impl QueryLine {
         })
     }
 
-    /// The entity making the move ([`crate::scene::ENTITY_NONE`] if none).
+    /// The entity making the move ([`crate::scene::ENTITY_NONE`] if none);
+    /// a movement line names it inside its object.
     pub fn pass(&self) -> Result<u32, QueryError> {
-        pass_of(self.pass)
+        let inner = match (&self.ground, &self.slide, &self.predict) {
+            (Some(g), _, _) => g.pass,
+            (_, Some(s), _) => s.pass,
+            (_, _, Some(p)) => p.pass,
+            _ => self.pass,
+        };
+        pass_of(inner)
+    }
+
+    /// Whether this is a movement line (`ground`, `slide` or `predict`).
+    pub fn is_movement(&self) -> bool {
+        self.ground.is_some() || self.slide.is_some() || self.predict.is_some()
+    }
+
+    /// For a movement line, the movement it asks for (hulls looked up in
+    /// `world`; without one, a hull is refused). A movement line holds one
+    /// movement object and nothing else.
+    pub fn movement(
+        &self,
+        world: Option<&crate::trace::Kernel>,
+    ) -> Option<Result<MovementQuery, QueryError>> {
+        if !self.is_movement() {
+            return None;
+        }
+        let alone = QueryLine {
+            ground: self.ground.clone(),
+            slide: self.slide.clone(),
+            predict: self.predict.clone(),
+            ..QueryLine::default()
+        } == *self;
+        let objects = [
+            self.ground.is_some(),
+            self.slide.is_some(),
+            self.predict.is_some(),
+        ];
+        if !alone || objects.iter().filter(|&&o| o).count() > 1 {
+            return Some(Err(QueryError::MovementWithQuery));
+        }
+        Some(match (&self.ground, &self.slide, &self.predict) {
+            (Some(g), _, _) => g.query(world),
+            (_, Some(s), _) => s.query(world),
+            (_, _, Some(p)) => p.query(world),
+            _ => Err(QueryError::MovementWithQuery),
+        })
     }
 }
 
@@ -363,8 +442,8 @@ pub fn requests(lines: &[QueryLine]) -> Result<Vec<Request>, (usize, QueryError)
         .collect()
 }
 
-/// [`requests`] for one world, which also resolves `"hull"` names
-/// ([`QueryLine::request_in`]).
+/// [`requests`] for one world, which also resolves `"hull"` names, of
+/// traces and of movement lines ([`QueryLine::request_in`]).
 pub fn requests_in(
     lines: &[QueryLine],
     world: &crate::trace::Kernel,
@@ -374,7 +453,8 @@ pub fn requests_in(
         .iter()
         .enumerate()
         .map(|(index, line)| {
-            if line.hull.is_some() {
+            // (A movement line's hull is inside its object.)
+            if line.hull.is_some() || line.is_movement() {
                 line.request_in(world)
             } else {
                 line.request_with(&mut last)
@@ -442,10 +522,14 @@ impl ShapeLine {
     }
 }
 
-/// An answer line.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// An answer line. (Untagged: a ground answer is a trace answer with
+/// `walkable`, so it is tried first.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Answer {
+    Ground(GroundAnswer),
+    Slide(SlideAnswer),
+    Predict(Box<PredictAnswer>),
     Trace(TraceAnswer),
     Point(PointAnswer),
     Hit(HitAnswer),
@@ -530,6 +614,7 @@ pub fn answer_request(
         Request::AnyHit(q) => Answer::Hit(HitAnswer {
             hit: crate::trace::any_hit(world, q, scratch),
         }),
+        Request::Movement(m) => answer_movement(world, scratch, m),
         Request::Hull { query, any } => {
             let r = crate::trace::trace_hull(world, query, scratch);
             if *any {

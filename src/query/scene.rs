@@ -144,6 +144,9 @@ pub fn answer_in_scene(
         Request::AnyHit(q) => Answer::Hit(HitAnswer {
             hit: scene.any_hit(q, pass, scratch),
         }),
+        Request::Movement(m) => {
+            super::answer_movement(&crate::movement::InScene { scene, pass }, scratch, m)
+        }
         Request::Hull { query, any } => {
             let through_world = crate::trace::trace_hull(&world.view(), query, scratch);
             let found = scene.trace_after(through_world, query.query(), pass, scratch);

@@ -246,6 +246,11 @@ impl<'m> PlacedScene<'m> {
         self.entities.is_empty()
     }
 
+    /// The world the scene is placed in.
+    pub fn world(&self) -> &Kernel<'m> {
+        &self.world
+    }
+
     /// Calls `visit` with each entity whose grown bounds meet `lo..hi`, in
     /// scene order, until it breaks; `near` is the broadphase's for them.
     #[inline(always)]

@@ -525,7 +525,11 @@ impl Collision for GrpcCollision {
                 Answer::Point(p) => p.contents,
                 Answer::Trace(t) => t.contents,
                 // Never asked for here: contents requests hold only points.
-                Answer::Hit(_) | Answer::Scene(_) => 0,
+                Answer::Hit(_)
+                | Answer::Scene(_)
+                | Answer::Ground(_)
+                | Answer::Slide(_)
+                | Answer::Predict(_) => 0,
             })
             .collect();
         Ok(Response::new(pb::PointContentsResponse {

@@ -107,7 +107,7 @@ pub fn load_set(map: &str, set: &str, curves: bool) -> OracleSet {
         "{map}/{set}: query and answer counts differ"
     );
     let kinds = match set {
-        "extras" | "scene" => read(dir.join(format!("{set}.kinds.txt.gz"))),
+        "extras" | "scene" | "moves" => read(dir.join(format!("{set}.kinds.txt.gz"))),
         "rays" | "boxes" => {
             // kinds.txt: "# rays", one kind per ray, "# boxes", one per box.
             let mut section = String::new();

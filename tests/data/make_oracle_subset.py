@@ -12,7 +12,9 @@ For each committed map (tests/data/maps/*.bsp that has an oracle folder):
   off) and of kinds.txt (its "# rays" / "# boxes" header lines are kept);
 - extras: every line, with extras.kinds.txt and both expected files;
 - scene: every scene line ({"entities":[…]}) and every STEP-th query line,
-  with the matching lines of both expected files and of scene.kinds.txt.
+  with the matching lines of both expected files and of scene.kinds.txt;
+- moves: every MOVES_STEP-th line (1 250 of 25 000), with the matching lines
+  of its expected file(s) and of moves.kinds.txt.
 Output is gzip with mtime 0, so reruns are byte-identical.
 """
 
@@ -22,6 +24,7 @@ import sys
 
 MAPS = ["oa_ctf2", "q3dm6ish", "aggressor"]
 STEP = 10
+MOVES_STEP = 20
 SAMPLED_SETS = ["rays", "boxes", "points"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,6 +80,7 @@ def subset_map(src, dst):
     write(os.path.join(dst, "kinds.txt.gz"), out)
     write(os.path.join(dst, "extras.kinds.txt.gz"), read(os.path.join(src, "extras.kinds.txt.gz")))
     picked["scene"] = subset_scene(src, dst)
+    picked["moves"] = subset_moves(src, dst)
     return picked
 
 
@@ -98,6 +102,22 @@ def subset_scene(src, dst):
             raise SystemExit(f"{src}/{name}: {len(lines)} lines for {len(queries)} queries")
         write(os.path.join(dst, name), [lines[i] for i in keep])
     return (len(queries), len(keep))
+
+
+def subset_moves(src, dst):
+    """Every MOVES_STEP-th movement line; the reference's movement answers
+    may exist with curves on only."""
+    queries = read(os.path.join(src, "moves.jsonl.gz"))
+    for name in ("moves.jsonl.gz", "moves.expected.jsonl.gz",
+                 "moves.nocurves.expected.jsonl.gz", "moves.kinds.txt.gz"):
+        path = os.path.join(src, name)
+        if not os.path.exists(path) and "nocurves" in name:
+            continue
+        lines = read(path)
+        if len(lines) != len(queries):
+            raise SystemExit(f"{src}/{name}: {len(lines)} lines for {len(queries)} queries")
+        write(os.path.join(dst, name), lines[::MOVES_STEP])
+    return (len(queries), len(queries[::MOVES_STEP]))
 
 
 def main():

@@ -634,7 +634,7 @@ fn packed_batches_answer_as_lines_do() {
                                 Answer::Trace(t) => Answer::Hit(HitAnswer {
                                     hit: t.fraction < 1.0,
                                 }),
-                                other => *other,
+                                other => other.clone(),
                             })
                             .collect();
                         assert_eq!(got, hits, "{map}: group {i} {shape:?} any-hit");
