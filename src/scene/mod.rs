@@ -42,7 +42,7 @@ use crate::math::Vec3;
 use crate::trace::{
     checked_point, InvalidTrace, Kernel, LoneBrush, Scratch, TraceQuery, TraceResult,
 };
-use broadphase::{Broadphase, Near};
+use broadphase::Broadphase;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use thiserror::Error;
@@ -246,18 +246,18 @@ impl<'m> PlacedScene<'m> {
         self.entities.is_empty()
     }
 
-    /// Calls `visit` with each entity whose grown bounds meet `lo..hi`, in
-    /// scene order, until it breaks; `near` is the broadphase's for them.
+    /// Calls `visit` with each entity from the `from`th on whose grown
+    /// bounds meet `lo..hi`, in scene order, until it breaks.
     #[inline(always)]
     fn meeting<B>(
         &self,
-        near: &Near,
         lo: Vec3,
         hi: Vec3,
+        from: usize,
         mut visit: impl FnMut(&Placed<'m>) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         self.broadphase
-            .meeting(near, lo, hi, |i| match self.entities.get(i) {
+            .meeting(lo, hi, from, |i| match self.entities.get(i) {
                 Some(e) => visit(e),
                 None => ControlFlow::Continue(()),
             })
@@ -307,28 +307,29 @@ impl<'m> PlacedScene<'m> {
             return (answer, entity);
         }
         let (lo, hi) = move_bounds(query);
-        let near = self.broadphase.near(lo, hi);
-        if near.is_empty() {
-            return (answer, entity);
+        match self.broadphase.meeting(lo, hi, 0, ControlFlow::Break) {
+            ControlFlow::Break(first) => {
+                self.trace_entities((answer, entity), first, query, pass, scratch)
+            }
+            ControlFlow::Continue(()) => (answer, entity),
         }
-        self.trace_entities((answer, entity), &near, query, pass, scratch)
     }
 
-    /// [`PlacedScene::trace_after`] through the entities `near` the move.
-    /// (Kept out of line: most moves meet no entity, and the caller's
-    /// set-up then stays small.)
+    /// [`PlacedScene::trace_after`] through the entities the move meets,
+    /// the first of them the `first`th. (Kept out of line: most moves meet
+    /// no entity, and the caller's set-up then stays small.)
     #[inline(never)]
     fn trace_entities(
         &self,
         (mut answer, mut entity): (TraceResult, u32),
-        near: &Near,
+        first: usize,
         query: &TraceQuery,
         pass: u32,
         scratch: &mut Scratch,
     ) -> (TraceResult, u32) {
         let (lo, hi) = move_bounds(query);
         let pass_owner = self.owner_of(pass);
-        let _ = self.meeting(near, lo, hi, |e| {
+        let _ = self.meeting(lo, hi, first, |e| {
             if answer.allsolid {
                 return ControlFlow::Break(());
             }
@@ -362,9 +363,8 @@ impl<'m> PlacedScene<'m> {
             return true;
         }
         let (lo, hi) = move_bounds(query);
-        let near = self.broadphase.near(lo, hi);
         let pass_owner = self.owner_of(pass);
-        self.meeting(&near, lo, hi, |e| {
+        self.meeting(lo, hi, 0, |e| {
             if !e.skipped(query.mask(), pass, pass_owner) && e.trace(query, scratch).fraction < 1.0
             {
                 ControlFlow::Break(())
@@ -381,8 +381,7 @@ impl<'m> PlacedScene<'m> {
     /// owners and the entities' own `contents` play no part.
     pub fn point_contents(&self, p: Vec3, pass: u32) -> u32 {
         let mut contents = crate::trace::point_contents(&self.world, p);
-        let near = self.broadphase.near(p, p);
-        let _ = self.meeting(&near, p, p, |e| {
+        let _ = self.meeting(p, p, 0, |e| {
             if e.id != pass {
                 let mut local = p - e.origin;
                 if let Some(r) = &e.rotation {
