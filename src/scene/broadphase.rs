@@ -69,7 +69,7 @@ impl Broadphase {
                 .collect(),
             words,
             origin: lo.into(),
-            // `counts - 1` over the extent: the grid's corners round to
+            // `counts - 1` over the extent: the scene's corners round to
             // the first and last slab, its inside to the nearest slab.
             scale: ((counts - Vec3::ONE) / extent).into(),
             last: (counts - Vec3::ONE).into(),
@@ -164,9 +164,9 @@ mod tests {
 
     /// Every query's entities are the full scan's, in scene order: entities
     /// of all sizes, spread or clustered, and queries inside, outside,
-    /// touching and spanning the grid.
+    /// touching and spanning the scene; from any entity on.
     #[test]
-    fn the_grid_finds_what_the_full_scan_finds() {
+    fn the_slabs_find_what_the_full_scan_finds() {
         let mut rng = fastrand::Rng::with_seed(0x005e_ed0f_9a1d);
         let point = |rng: &mut fastrand::Rng, scale: f32| {
             Vec3::new(rng.f32() - 0.5, rng.f32() - 0.5, rng.f32() - 0.5) * scale

@@ -185,6 +185,9 @@ pub struct PlacedScene<'m> {
     world: Kernel<'m>,
     entities: Vec<Placed<'m>>,
     broadphase: Broadphase,
+    /// Entity `id`'s owner at `id` ([`ENTITY_NONE`] for none, or no such
+    /// entity): a query's `pass` is looked up once per trace.
+    owners: Vec<u32>,
 }
 
 #[derive(Debug)]
@@ -231,7 +234,19 @@ impl<'m> PlacedScene<'m> {
             .map(|(index, e)| place(map, index, e))
             .collect::<Result<_, _>>()?;
         let bounds: Vec<(Vec3, Vec3)> = entities.iter().map(|e| (e.absmin, e.absmax)).collect();
+        let ids = entities
+            .iter()
+            .map(|e| e.id as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut owners = vec![ENTITY_NONE; ids];
+        for e in &entities {
+            if let Some(owner) = owners.get_mut(e.id as usize) {
+                *owner = e.owner;
+            }
+        }
         Ok(Self {
+            owners,
             world: map.view(),
             broadphase: Broadphase::new(&bounds),
             entities,
@@ -266,13 +281,7 @@ impl<'m> PlacedScene<'m> {
     /// The owner of entity `id` ([`ENTITY_NONE`] when it has none or is not
     /// in the scene).
     fn owner_of(&self, id: u32) -> u32 {
-        if id == ENTITY_NONE {
-            return ENTITY_NONE;
-        }
-        self.entities
-            .iter()
-            .find(|e| e.id == id)
-            .map_or(ENTITY_NONE, |e| e.owner)
+        self.owners.get(id as usize).copied().unwrap_or(ENTITY_NONE)
     }
 
     /// Traces `query` through the world and the scene; `pass` is the entity
@@ -517,4 +526,48 @@ fn place<'m>(map: &'m Map, index: usize, e: &Entity) -> Result<Placed<'m>, Scene
         absmin: origin + mins - Vec3::ONE,
         absmax: origin + maxs + Vec3::ONE,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The owners table answers as a scan of the entities: every id, with
+    /// ids missing from the scene, owners and none.
+    #[test]
+    fn the_owner_of_an_id_is_the_scans() {
+        let world = boxes::box_model(Vec3::splat(-8.0), Vec3::splat(8.0)).unwrap();
+        let mut rng = fastrand::Rng::with_seed(0x0e1e);
+        for count in [0, 1, 5, 64, 300] {
+            let mut ids: Vec<u32> = (0..=MAX_ENTITY_ID).collect();
+            rng.shuffle(&mut ids);
+            let entities: Vec<Entity> = ids[..count]
+                .iter()
+                .map(|&id| Entity {
+                    id,
+                    shape: EntityShape::Box {
+                        mins: Vec3::splat(-1.0),
+                        maxs: Vec3::splat(1.0),
+                    },
+                    origin: Vec3::ZERO,
+                    angles: Vec3::ZERO,
+                    contents: CONTENTS_BODY,
+                    owner: if rng.bool() {
+                        ENTITY_NONE
+                    } else {
+                        rng.u32(..=MAX_ENTITY_ID)
+                    },
+                })
+                .collect();
+            let scene = Scene::new(entities.clone()).unwrap();
+            let placed = PlacedScene::new(&world, &scene).unwrap();
+            for id in (0..=ENTITY_NONE).chain([u32::MAX]) {
+                let scan = entities
+                    .iter()
+                    .find(|e| e.id == id)
+                    .map_or(ENTITY_NONE, |e| e.owner);
+                assert_eq!(placed.owner_of(id), scan, "{count} entities, id {id}");
+            }
+        }
+    }
 }
