@@ -1,246 +1,160 @@
 //! Which entities a move's bounds meet, in scene order.
 //!
-//! The entities' bounds are kept four to a record in SIMD lanes and met
-//! four at a time. A coarse grid over the scene says which records have an
-//! entity in each cell, so a query tests only the records listed in the
-//! cells its bounds cover (a scene of a hundred entities is some thirty
-//! records, and testing them all cost a move more than the world's trace).
-//! The grid only narrows the records: the lane test decides, so the answer
-//! is the full scan's.
+//! Each axis is cut into slabs, and each slab holds two bit sets over the
+//! entities: those whose bounds start in it or before, and those whose
+//! bounds end in it or after. An entity can meet a query only if, on every
+//! axis, it starts at or before the query's last slab and ends at or after
+//! its first: six table words ANDed per 64 entities, whatever the size of
+//! the move (a grid of cells had to OR every cell the move covers, and
+//! cost a move half the world's trace). The bit sets only narrow the
+//! entities: each candidate's bounds are then tested, so the answer is the
+//! full scan's.
 
 use crate::math::Vec3;
-use glam::{Vec3A, Vec4};
+use glam::Vec3A;
 use std::ops::ControlFlow;
 
-/// Most records a scene has ([`super::MAX_ENTITIES`] four to a record), as
-/// bits of `u64` words.
-const RECORD_WORDS: usize = (super::MAX_ENTITIES.div_ceil(4)).div_ceil(64);
+/// Most slabs along an axis.
+const MAX_SLABS: f32 = 64.0;
 
-/// Most cells along an axis.
-const MAX_CELLS_PER_AXIS: f32 = 16.0;
+/// Slabs' smallest thickness: a player's box spans a few.
+const MIN_SLAB: f32 = 16.0;
 
-/// Cells' smallest edge: a player's box and its move span a few cells.
-const MIN_CELL_EDGE: f32 = 32.0;
+/// Adding it to a float in `0..2²²` rounds it to an integer held in the
+/// low bits of the sum's mantissa: a cheap round-to-nearest that keeps the
+/// order of its inputs (`as` conversions saturate, a dozen instructions
+/// each).
+const ROUNDING_BIAS: f32 = 8_388_608.0;
 
-/// Queries covering more cells than this test every record (a long move:
-/// gathering the cells would cost more than the records).
-const MAX_QUERY_CELLS: usize = 32;
-
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Broadphase {
-    /// Lane `k` of record `r` is entity `4r + k`; padding lanes are empty
-    /// (`lo` +∞, `hi` -∞) and meet nothing.
-    records: Vec<BoundsLanes>,
-    grid: Grid,
+    /// Each entity's bounds, in scene order.
+    bounds: Vec<(Vec3A, Vec3A)>,
+    /// Bit-set words: one per 64 entities.
+    words: usize,
+    /// Slab `k` of a query point is `(p - origin) · scale` clamped to
+    /// `0..=last` and rounded: a non-decreasing function of `p`, so if an
+    /// entity's range meets a query's, the entity's first slab is at most
+    /// the query's last, and its last at least the query's first.
+    origin: Vec3A,
+    scale: Vec3A,
+    last: Vec3A,
+    /// Per axis, per slab, the words of the entities whose first slab is at
+    /// most it (`starting`) and whose last slab is at least it (`ending`):
+    /// axis `a` slab `k` from word `(first[a] + k) · words`.
+    starting: Vec<u64>,
+    ending: Vec<u64>,
+    first: [usize; 3],
 }
 
 impl Broadphase {
     /// For entities with these bounds (`lo ≤ hi`, finite), in scene order.
     pub(super) fn new(bounds: &[(Vec3, Vec3)]) -> Self {
-        Broadphase {
-            records: bounds.chunks(4).map(BoundsLanes::of).collect(),
-            grid: Grid::new(bounds),
-        }
-    }
-
-    /// The records that may hold an entity meeting `lo..hi`.
-    #[inline(always)]
-    pub(super) fn near(&self, lo: Vec3, hi: Vec3) -> Near {
-        Near(self.grid.records_near(lo, hi, self.records.len()))
-    }
-
-    /// Calls `visit` with the index of each entity whose bounds meet
-    /// `lo..hi` (touching counts), in scene order, until it breaks; `near`
-    /// is [`Broadphase::near`] of the same bounds.
-    #[inline(always)]
-    pub(super) fn meeting<B>(
-        &self,
-        near: &Near,
-        lo: Vec3,
-        hi: Vec3,
-        mut visit: impl FnMut(usize) -> ControlFlow<B>,
-    ) -> ControlFlow<B> {
-        for (word, &records) in near.0.iter().enumerate() {
-            let mut records = records;
-            while records != 0 {
-                let record = 64 * word + records.trailing_zeros() as usize;
-                records &= records - 1;
-                let Some(lanes) = self.records.get(record) else {
-                    break;
-                };
-                let mut entities = lanes.meeting(lo, hi);
-                while entities != 0 {
-                    visit(4 * record + entities.trailing_zeros() as usize)?;
-                    entities &= entities - 1;
-                }
-            }
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-/// Records near a query, as bits.
-pub(super) struct Near([u64; RECORD_WORDS]);
-
-impl Near {
-    /// No entity can meet the query.
-    #[inline(always)]
-    pub(super) fn is_empty(&self) -> bool {
-        self.0.iter().fold(0, |any, word| any | word) == 0
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct BoundsLanes {
-    lo: [Vec4; 3],
-    hi: [Vec4; 3],
-}
-
-impl BoundsLanes {
-    fn of(bounds: &[(Vec3, Vec3)]) -> Self {
-        let lane = |axis: usize, hi: bool| {
-            let empty = if hi { f32::NEG_INFINITY } else { f32::INFINITY };
-            Vec4::from_array(std::array::from_fn(|k| {
-                bounds
-                    .get(k)
-                    .map_or(empty, |(l, h)| if hi { h[axis] } else { l[axis] })
-            }))
-        };
-        BoundsLanes {
-            lo: std::array::from_fn(|axis| lane(axis, false)),
-            hi: std::array::from_fn(|axis| lane(axis, true)),
-        }
-    }
-
-    /// Bit `k`: lane `k`'s bounds meet `lo..hi`.
-    #[inline(always)]
-    fn meeting(&self, lo: Vec3, hi: Vec3) -> u32 {
-        let apart = self.lo[0].cmpgt(Vec4::splat(hi.x))
-            | self.lo[1].cmpgt(Vec4::splat(hi.y))
-            | self.lo[2].cmpgt(Vec4::splat(hi.z))
-            | self.hi[0].cmplt(Vec4::splat(lo.x))
-            | self.hi[1].cmplt(Vec4::splat(lo.y))
-            | self.hi[2].cmplt(Vec4::splat(lo.z));
-        !apart.bitmask() & 0xf
-    }
-}
-
-/// A grid of cells over the entities' bounds, each holding the bits of the
-/// records with an entity whose bounds reach into it. A point's cell is
-/// `(p - origin) · scale` clamped to the grid and truncated, per axis: a
-/// non-decreasing function of `p`, so two ranges that meet have a point in
-/// common and share its cell, and every entity a query meets is in a cell
-/// it covers.
-#[derive(Debug, Default)]
-struct Grid {
-    origin: Vec3A,
-    scale: Vec3A,
-    /// The last cell's index along each axis.
-    last: Vec3A,
-    /// Cells along x, and x times y.
-    row: usize,
-    layer: usize,
-    /// Words per cell (the records' bits).
-    words: usize,
-    /// Cell `(x, y, z)` from word `(z · layer + y · row + x) · words`.
-    cells: Vec<u64>,
-}
-
-impl Grid {
-    fn new(bounds: &[(Vec3, Vec3)]) -> Self {
         let Some(first) = bounds.first() else {
-            return Grid::default();
+            return Broadphase::default();
         };
         let (lo, hi) = bounds
             .iter()
             .fold(*first, |(lo, hi), (l, h)| (lo.min(*l), hi.max(*h)));
-        let extent = (hi - lo).max(Vec3::splat(MIN_CELL_EDGE));
-        let edge = (extent.max_element() / MAX_CELLS_PER_AXIS).max(MIN_CELL_EDGE);
-        let counts = (extent / edge)
+        let extent = (hi - lo).max(Vec3::splat(MIN_SLAB));
+        let counts = (extent / MIN_SLAB)
             .ceil()
-            .clamp(Vec3::ONE, Vec3::splat(MAX_CELLS_PER_AXIS));
-        let [nx, ny, nz] = counts.to_array().map(|n| n as usize);
-        let words = bounds.len().div_ceil(4).div_ceil(64);
-        let mut grid = Grid {
-            origin: lo.into(),
-            scale: (counts / extent).into(),
-            last: (counts - Vec3::ONE).into(),
-            row: nx,
-            layer: nx * ny,
+            .clamp(Vec3::ONE, Vec3::splat(MAX_SLABS));
+        let words = bounds.len().div_ceil(64);
+        let slabs = counts.to_array().map(|n| n as usize);
+        let mut found = Broadphase {
+            bounds: bounds
+                .iter()
+                .map(|(l, h)| ((*l).into(), (*h).into()))
+                .collect(),
             words,
-            cells: vec![0; nx * ny * nz * words],
+            origin: lo.into(),
+            // `counts - 1` over the extent: the scene's corners round to
+            // the first and last slab, its inside to the nearest slab.
+            scale: ((counts - Vec3::ONE) / extent).into(),
+            last: (counts - Vec3::ONE).into(),
+            first: [0, slabs[0], slabs[0] + slabs[1]],
+            ..Broadphase::default()
         };
+        let total = slabs.iter().sum::<usize>() * words;
+        found.starting = vec![0; total];
+        found.ending = vec![0; total];
         for (i, (l, h)) in bounds.iter().enumerate() {
-            let (word, bit) = (i / 4 / 64, 1u64 << (i / 4 % 64));
-            let rows: Vec<(usize, usize)> = grid.rows_covered(*l, *h).collect();
-            for (first, last) in rows {
-                for cell in first..=last {
-                    grid.cells[cell * words + word] |= bit;
+            let (word, bit) = (i / 64, 1u64 << (i % 64));
+            let (from, to) = (found.slab_of(*l), found.slab_of(*h));
+            for axis in 0..3 {
+                let base = found.first[axis];
+                for k in from[axis]..slabs[axis] {
+                    found.starting[(base + k) * words + word] |= bit;
                 }
-            }
-        }
-        grid
-    }
-
-    /// The cell holding `p`, clamped to the grid. (Clamped first, to
-    /// `0..=last`, truncating is flooring.)
-    #[inline(always)]
-    fn cell_of(&self, p: Vec3) -> [usize; 3] {
-        let cell = ((Vec3A::from(p) - self.origin) * self.scale)
-            .max(Vec3A::ZERO)
-            .min(self.last);
-        [cell.x as u32, cell.y as u32, cell.z as u32].map(|c| c as usize)
-    }
-
-    /// The cells `lo..hi` covers: per row of cells along x, its first and
-    /// last cell. (Rows rather than cells: the cells of a row are one
-    /// slice.)
-    #[inline(always)]
-    fn rows_covered(&self, lo: Vec3, hi: Vec3) -> impl Iterator<Item = (usize, usize)> + '_ {
-        let (from, to) = (self.cell_of(lo), self.cell_of(hi));
-        (from[2]..to[2] + 1).flat_map(move |z| {
-            (from[1]..to[1] + 1).map(move |y| {
-                let row = z * self.layer + y * self.row;
-                (row + from[0], row + to[0])
-            })
-        })
-    }
-
-    /// The records (of `count`) with an entity in a cell `lo..hi` covers:
-    /// every record when the range covers many cells.
-    #[inline(always)]
-    fn records_near(&self, lo: Vec3, hi: Vec3, count: usize) -> [u64; RECORD_WORDS] {
-        let mut found = [0u64; RECORD_WORDS];
-        if self.cells.is_empty() {
-            return found;
-        }
-        let (from, to) = (self.cell_of(lo), self.cell_of(hi));
-        let covered = (to[0] + 1 - from[0]) * (to[1] + 1 - from[1]) * (to[2] + 1 - from[2]);
-        if covered > MAX_QUERY_CELLS {
-            for (w, word) in found.iter_mut().enumerate() {
-                let below = count.saturating_sub(64 * w).min(64);
-                *word = u64::MAX.checked_shr(64 - below as u32).unwrap_or(0);
-            }
-            return found;
-        }
-        for z in from[2]..to[2] + 1 {
-            for y in from[1]..to[1] + 1 {
-                let row = z * self.layer + y * self.row;
-                let cells =
-                    &self.cells[(row + from[0]) * self.words..(row + to[0] + 1) * self.words];
-                if self.words == 1 {
-                    // (Most scenes: at most 256 entities.)
-                    found[0] |= cells.iter().fold(0, |all, cell| all | cell);
-                } else {
-                    for cell in cells.chunks_exact(self.words) {
-                        for (found, word) in found.iter_mut().zip(cell) {
-                            *found |= word;
-                        }
-                    }
+                for k in 0..=to[axis] {
+                    found.ending[(base + k) * words + word] |= bit;
                 }
             }
         }
         found
+    }
+
+    /// The slab of `p` along each axis.
+    #[inline(always)]
+    fn slab_of(&self, p: Vec3) -> [usize; 3] {
+        // (`max` and `min` first: the sum stays below 2²⁴, its low bits
+        // the rounded slab.)
+        let biased = ((Vec3A::from(p) - self.origin) * self.scale)
+            .max(Vec3A::ZERO)
+            .min(self.last)
+            + Vec3A::splat(ROUNDING_BIAS);
+        biased
+            .to_array()
+            .map(|b| (b.to_bits() & 0x007f_ffff) as usize)
+    }
+
+    /// Calls `visit` with the index of each entity from `from` on whose
+    /// bounds meet `lo..hi` (touching counts), in scene order, until it
+    /// breaks.
+    #[inline(always)]
+    pub(super) fn meeting<'a, B>(
+        &'a self,
+        lo: Vec3,
+        hi: Vec3,
+        from: usize,
+        mut visit: impl FnMut(usize) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
+        if self.bounds.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let (l, h) = (self.slab_of(lo), self.slab_of(hi));
+        // Each table's row for the query: its words, from `from`'s on.
+        let skip = from / 64;
+        let row = |table: &'a [u64], axis: usize, k: usize| {
+            let at = (self.first[axis] + k) * self.words;
+            table.get(at + skip..at + self.words).unwrap_or(&[])
+        };
+        let (qlo, qhi) = (Vec3A::from(lo), Vec3A::from(hi));
+        let rows = row(&self.starting, 0, h[0])
+            .iter()
+            .zip(row(&self.starting, 1, h[1]))
+            .zip(row(&self.starting, 2, h[2]))
+            .zip(row(&self.ending, 0, l[0]))
+            .zip(row(&self.ending, 1, l[1]))
+            .zip(row(&self.ending, 2, l[2]));
+        for (word, (((((a, b), c), d), e), f)) in rows.enumerate() {
+            let word = word + skip;
+            let mut found = a & b & c & d & e & f;
+            if word == skip {
+                found &= u64::MAX << (from % 64);
+            }
+            while found != 0 {
+                let i = 64 * word + found.trailing_zeros() as usize;
+                found &= found - 1;
+                if let Some((l, h)) = self.bounds.get(i) {
+                    if !(l.cmpgt(qhi) | h.cmplt(qlo)).any() {
+                        visit(i)?;
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
     }
 }
 
@@ -250,9 +164,9 @@ mod tests {
 
     /// Every query's entities are the full scan's, in scene order: entities
     /// of all sizes, spread or clustered, and queries inside, outside,
-    /// touching and spanning the grid.
+    /// touching and spanning the scene; from any entity on.
     #[test]
-    fn the_grid_finds_what_the_full_scan_finds() {
+    fn the_slabs_find_what_the_full_scan_finds() {
         let mut rng = fastrand::Rng::with_seed(0x005e_ed0f_9a1d);
         let point = |rng: &mut fastrand::Rng, scale: f32| {
             Vec3::new(rng.f32() - 0.5, rng.f32() - 0.5, rng.f32() - 0.5) * scale
@@ -294,12 +208,20 @@ mod tests {
                     })
                     .collect();
                 let mut found = Vec::new();
-                let near = broadphase.near(lo, hi);
-                let _ = broadphase.meeting(&near, lo, hi, |i| {
+                let _ = broadphase.meeting(lo, hi, 0, |i| {
                     found.push(i);
                     ControlFlow::<()>::Continue(())
                 });
                 assert_eq!(found, scan, "case {case}: {lo} {hi}");
+                // From any entity on: the rest of the scan.
+                let from = rng.usize(..=count);
+                let mut rest = Vec::new();
+                let _ = broadphase.meeting(lo, hi, from, |i| {
+                    rest.push(i);
+                    ControlFlow::<()>::Continue(())
+                });
+                let expected: Vec<usize> = scan.iter().copied().filter(|&i| i >= from).collect();
+                assert_eq!(rest, expected, "case {case} from {from}");
                 met += scan.len();
             }
         }
@@ -310,9 +232,7 @@ mod tests {
     fn an_empty_scene_meets_nothing() {
         let broadphase = Broadphase::new(&[]);
         let far = Vec3::splat(1e6);
-        let near = broadphase.near(-far, far);
-        assert!(near.is_empty());
-        let met = broadphase.meeting(&near, -far, far, |_| ControlFlow::Break(()));
+        let met = broadphase.meeting(-far, far, 0, |_| ControlFlow::Break(()));
         assert_eq!(met, ControlFlow::Continue(()));
     }
 }

@@ -42,7 +42,7 @@ use crate::math::Vec3;
 use crate::trace::{
     checked_point, InvalidTrace, Kernel, LoneBrush, Scratch, TraceQuery, TraceResult,
 };
-use broadphase::{Broadphase, Near};
+use broadphase::Broadphase;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use thiserror::Error;
@@ -185,6 +185,9 @@ pub struct PlacedScene<'m> {
     world: Kernel<'m>,
     entities: Vec<Placed<'m>>,
     broadphase: Broadphase,
+    /// Entity `id`'s owner at `id` ([`ENTITY_NONE`] for none, or no such
+    /// entity): a query's `pass` is looked up once per trace.
+    owners: Vec<u32>,
 }
 
 #[derive(Debug)]
@@ -231,7 +234,19 @@ impl<'m> PlacedScene<'m> {
             .map(|(index, e)| place(map, index, e))
             .collect::<Result<_, _>>()?;
         let bounds: Vec<(Vec3, Vec3)> = entities.iter().map(|e| (e.absmin, e.absmax)).collect();
+        let ids = entities
+            .iter()
+            .map(|e| e.id as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut owners = vec![ENTITY_NONE; ids];
+        for e in &entities {
+            if let Some(owner) = owners.get_mut(e.id as usize) {
+                *owner = e.owner;
+            }
+        }
         Ok(Self {
+            owners,
             world: map.view(),
             broadphase: Broadphase::new(&bounds),
             entities,
@@ -251,18 +266,18 @@ impl<'m> PlacedScene<'m> {
         &self.world
     }
 
-    /// Calls `visit` with each entity whose grown bounds meet `lo..hi`, in
-    /// scene order, until it breaks; `near` is the broadphase's for them.
+    /// Calls `visit` with each entity from the `from`th on whose grown
+    /// bounds meet `lo..hi`, in scene order, until it breaks.
     #[inline(always)]
     fn meeting<B>(
         &self,
-        near: &Near,
         lo: Vec3,
         hi: Vec3,
+        from: usize,
         mut visit: impl FnMut(&Placed<'m>) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         self.broadphase
-            .meeting(near, lo, hi, |i| match self.entities.get(i) {
+            .meeting(lo, hi, from, |i| match self.entities.get(i) {
                 Some(e) => visit(e),
                 None => ControlFlow::Continue(()),
             })
@@ -271,13 +286,7 @@ impl<'m> PlacedScene<'m> {
     /// The owner of entity `id` ([`ENTITY_NONE`] when it has none or is not
     /// in the scene).
     fn owner_of(&self, id: u32) -> u32 {
-        if id == ENTITY_NONE {
-            return ENTITY_NONE;
-        }
-        self.entities
-            .iter()
-            .find(|e| e.id == id)
-            .map_or(ENTITY_NONE, |e| e.owner)
+        self.owners.get(id as usize).copied().unwrap_or(ENTITY_NONE)
     }
 
     /// Traces `query` through the world and the scene; `pass` is the entity
@@ -312,28 +321,29 @@ impl<'m> PlacedScene<'m> {
             return (answer, entity);
         }
         let (lo, hi) = move_bounds(query);
-        let near = self.broadphase.near(lo, hi);
-        if near.is_empty() {
-            return (answer, entity);
+        match self.broadphase.meeting(lo, hi, 0, ControlFlow::Break) {
+            ControlFlow::Break(first) => {
+                self.trace_entities((answer, entity), first, query, pass, scratch)
+            }
+            ControlFlow::Continue(()) => (answer, entity),
         }
-        self.trace_entities((answer, entity), &near, query, pass, scratch)
     }
 
-    /// [`PlacedScene::trace_after`] through the entities `near` the move.
-    /// (Kept out of line: most moves meet no entity, and the caller's
-    /// set-up then stays small.)
+    /// [`PlacedScene::trace_after`] through the entities the move meets,
+    /// the first of them the `first`th. (Kept out of line: most moves meet
+    /// no entity, and the caller's set-up then stays small.)
     #[inline(never)]
     fn trace_entities(
         &self,
         (mut answer, mut entity): (TraceResult, u32),
-        near: &Near,
+        first: usize,
         query: &TraceQuery,
         pass: u32,
         scratch: &mut Scratch,
     ) -> (TraceResult, u32) {
         let (lo, hi) = move_bounds(query);
         let pass_owner = self.owner_of(pass);
-        let _ = self.meeting(near, lo, hi, |e| {
+        let _ = self.meeting(lo, hi, first, |e| {
             if answer.allsolid {
                 return ControlFlow::Break(());
             }
@@ -367,9 +377,8 @@ impl<'m> PlacedScene<'m> {
             return true;
         }
         let (lo, hi) = move_bounds(query);
-        let near = self.broadphase.near(lo, hi);
         let pass_owner = self.owner_of(pass);
-        self.meeting(&near, lo, hi, |e| {
+        self.meeting(lo, hi, 0, |e| {
             if !e.skipped(query.mask(), pass, pass_owner) && e.trace(query, scratch).fraction < 1.0
             {
                 ControlFlow::Break(())
@@ -386,8 +395,7 @@ impl<'m> PlacedScene<'m> {
     /// owners and the entities' own `contents` play no part.
     pub fn point_contents(&self, p: Vec3, pass: u32) -> u32 {
         let mut contents = crate::trace::point_contents(&self.world, p);
-        let near = self.broadphase.near(p, p);
-        let _ = self.meeting(&near, p, p, |e| {
+        let _ = self.meeting(p, p, 0, |e| {
             if e.id != pass {
                 let mut local = p - e.origin;
                 if let Some(r) = &e.rotation {
@@ -523,4 +531,48 @@ fn place<'m>(map: &'m Map, index: usize, e: &Entity) -> Result<Placed<'m>, Scene
         absmin: origin + mins - Vec3::ONE,
         absmax: origin + maxs + Vec3::ONE,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The owners table answers as a scan of the entities: every id, with
+    /// ids missing from the scene, owners and none.
+    #[test]
+    fn the_owner_of_an_id_is_the_scans() {
+        let world = boxes::box_model(Vec3::splat(-8.0), Vec3::splat(8.0)).unwrap();
+        let mut rng = fastrand::Rng::with_seed(0x0e1e);
+        for count in [0, 1, 5, 64, 300] {
+            let mut ids: Vec<u32> = (0..=MAX_ENTITY_ID).collect();
+            rng.shuffle(&mut ids);
+            let entities: Vec<Entity> = ids[..count]
+                .iter()
+                .map(|&id| Entity {
+                    id,
+                    shape: EntityShape::Box {
+                        mins: Vec3::splat(-1.0),
+                        maxs: Vec3::splat(1.0),
+                    },
+                    origin: Vec3::ZERO,
+                    angles: Vec3::ZERO,
+                    contents: CONTENTS_BODY,
+                    owner: if rng.bool() {
+                        ENTITY_NONE
+                    } else {
+                        rng.u32(..=MAX_ENTITY_ID)
+                    },
+                })
+                .collect();
+            let scene = Scene::new(entities.clone()).unwrap();
+            let placed = PlacedScene::new(&world, &scene).unwrap();
+            for id in (0..=ENTITY_NONE).chain([u32::MAX]) {
+                let scan = entities
+                    .iter()
+                    .find(|e| e.id == id)
+                    .map_or(ENTITY_NONE, |e| e.owner);
+                assert_eq!(placed.owner_of(id), scan, "{count} entities, id {id}");
+            }
+        }
+    }
 }
