@@ -283,7 +283,8 @@ fn bench_reports_every_engine_side_by_side() {
 /// `bspq bench --moves` runs the query file's slide lines as movement
 /// frames side by side with their first sweeps, and reports moves and
 /// sweeps per second, the traces a move makes (at least its first sweep and
-/// the ground probe where it ends) and what a move costs over its traces.
+/// the ground probe where it ends) and what a move costs over its traces
+/// (priced as its first sweep, and as its own traces replayed).
 #[test]
 fn bench_times_moves_beside_their_sweeps() {
     let queries = common::oracle_dir("q3dm6ish").join("moves.jsonl.gz");
@@ -310,7 +311,15 @@ fn bench_times_moves_beside_their_sweeps() {
     let step_moves = movement["step_moves"].as_u64().unwrap_or(u64::MAX);
     assert!(moves > 0 && step_moves <= moves, "{report}");
     assert!(movement["skipped"].as_u64().unwrap_or(0) > 0, "{report}");
-    for rate in ["moves_qps", "sweeps_qps", "move_over_sweep", "overhead"] {
+    for rate in [
+        "moves_qps",
+        "sweeps_qps",
+        "traces_qps",
+        "move_over_sweep",
+        "move_over_trace",
+        "overhead",
+        "trace_overhead",
+    ] {
         let value = movement[rate].as_f64().unwrap_or(0.0);
         assert!(value > 0.0, "{rate}: {report}");
     }
