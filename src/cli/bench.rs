@@ -2,6 +2,7 @@
 //! on the same queries in the same process.
 
 mod hull;
+mod moves;
 mod parry;
 mod scene;
 mod shapes;
@@ -79,6 +80,12 @@ pub struct BenchArgs {
     /// world alone.
     #[arg(long, value_name = "FILE")]
     scene: Option<PathBuf>,
+    /// Also run the `{"slide":…}` lines of FILE (without FILE: of the
+    /// query file) as movement frames, side by side with each move's own
+    /// first sweep as a box sweep: moves per second, sweeps per second,
+    /// traces per move and what a move costs over its traces.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    moves: Option<Option<PathBuf>>,
 }
 
 /// Mean and 99th percentile of one walk counter over the traces.
@@ -407,8 +414,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut traces = Vec::new();
     let mut points = Vec::new();
     let mut rejected = 0usize;
+    let moves_path = args
+        .moves
+        .as_ref()
+        .map(|file| file.clone().unwrap_or_else(|| args.queries.clone()));
     for (index, line) in lines.into_iter().enumerate() {
-        match line.and_then(|line| QueryLine::parse(&line)?.validate()) {
+        let parsed = line.and_then(|line| QueryLine::parse(&line));
+        // Movement lines are the movement run's (`--moves`), not refused.
+        if moves_path.is_some() && parsed.as_ref().is_ok_and(|l| l.is_movement()) {
+            continue;
+        }
+        match parsed.and_then(|line| line.validate()) {
             Ok(Query::Trace(q)) => traces.push(q),
             Ok(Query::Point(p)) => points.push(p),
             Err(err) => {
@@ -423,7 +439,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    if traces.is_empty() && points.is_empty() {
+    if traces.is_empty() && points.is_empty() && moves_path.is_none() {
         bail!("{} holds no valid query", args.queries.display());
     }
     let rays = traces.iter().filter(|q| q.mins() == q.maxs()).count();
@@ -525,6 +541,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             progress.stage("timing the scene");
             Some(scene::run(&loaded, path, &box_list, args.runs, min_run)?)
         }
+        None => None,
+    };
+    let moves_run = match &moves_path {
+        Some(path) => Some(moves::run(&world, path, args.runs, min_run, &progress)?),
         None => None,
     };
     let shape_rows = if args.no_shapes {
@@ -637,6 +657,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(s) = &scene_run {
         report.extend(s.report());
+    }
+    if let Some(m) = &moves_run {
+        report.extend(m.report());
     }
     if let Some(p) = &parry {
         report.push(stats_line("parry3d", &p.stats));
@@ -757,6 +780,27 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 bspq_four_wide.as_ref().map(stats_json).into(),
             );
             map.insert("scene".into(), scene_run.as_ref().map(|s| s.json()).into());
+            map.insert(
+                "movement".into(),
+                moves_run.as_ref().map(|m| m.json()).into(),
+            );
+            // Flat names for scripts.
+            map.insert(
+                "bspq_moves_qps".into(),
+                moves_run.as_ref().map(|m| m.moved.wall.median).into(),
+            );
+            map.insert(
+                "bspq_move_sweeps_qps".into(),
+                moves_run.as_ref().map(|m| m.sweeps.wall.median).into(),
+            );
+            map.insert(
+                "traces_per_move".into(),
+                moves_run.as_ref().map(|m| m.traces_per_move).into(),
+            );
+            map.insert(
+                "move_overhead".into(),
+                moves_run.as_ref().map(|m| m.overhead()).into(),
+            );
             map.insert(
                 "eight_over_four_wide".into(),
                 bspq_four_wide

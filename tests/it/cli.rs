@@ -280,6 +280,62 @@ fn bench_reports_every_engine_side_by_side() {
     assert!(agree > 0.95, "parry3d agrees on {agree}: {report}");
 }
 
+/// `bspq bench --moves` runs the query file's slide lines as movement
+/// frames side by side with their first sweeps, and reports moves and
+/// sweeps per second, the traces a move makes (at least its first sweep and
+/// the ground probe where it ends) and what a move costs over its traces
+/// (priced as its first sweep, and as its own traces replayed).
+#[test]
+fn bench_times_moves_beside_their_sweeps() {
+    let queries = common::oracle_dir("q3dm6ish").join("moves.jsonl.gz");
+    let map = common::map_path("q3dm6ish");
+    let text = common::bspq_stdout([
+        "bench".as_ref(),
+        "--json".as_ref(),
+        "--no-parry".as_ref(),
+        "--no-shapes".as_ref(),
+        "--runs=1".as_ref(),
+        "--min-run-ms=1".as_ref(),
+        "--moves".as_ref(),
+        "--world".as_ref(),
+        map.as_os_str(),
+        "--queries".as_ref(),
+        queries.as_os_str(),
+    ]);
+    let last = text.lines().last().expect("a JSON line");
+    let report: serde_json::Value = serde_json::from_str(last).expect("JSON");
+    // The movement lines are the movement run's, not refused queries.
+    assert_eq!(report["rejected"], 0, "{report}");
+    let movement = &report["movement"];
+    let moves = movement["moves"].as_u64().unwrap_or(0);
+    let step_moves = movement["step_moves"].as_u64().unwrap_or(u64::MAX);
+    assert!(moves > 0 && step_moves <= moves, "{report}");
+    assert!(movement["skipped"].as_u64().unwrap_or(0) > 0, "{report}");
+    for rate in [
+        "moves_qps",
+        "sweeps_qps",
+        "traces_qps",
+        "move_over_sweep",
+        "move_over_trace",
+        "overhead",
+        "trace_overhead",
+    ] {
+        let value = movement[rate].as_f64().unwrap_or(0.0);
+        assert!(value > 0.0, "{rate}: {report}");
+    }
+    let per_move = movement["traces_per_move"].as_f64().unwrap_or(0.0);
+    assert!(per_move >= 2.0, "{report}");
+    let overhead = movement["overhead"].as_f64().unwrap_or(0.0);
+    let expected = movement["move_over_sweep"].as_f64().unwrap_or(0.0) / per_move;
+    assert!((overhead - expected).abs() <= 1e-9 * expected, "{report}");
+    assert_eq!(report["bspq_moves_qps"], movement["moves_qps"], "{report}");
+    assert_eq!(
+        report["traces_per_move"], movement["traces_per_move"],
+        "{report}"
+    );
+    assert_eq!(report["move_overhead"], movement["overhead"], "{report}");
+}
+
 /// `bspq compile --reproducible`: two compiles of one map (with a hull, so
 /// the onion's timing is left out too) write the same bytes, and `inspect`
 /// says the timings were not recorded.
