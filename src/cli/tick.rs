@@ -381,7 +381,7 @@ impl Tick {
     fn prediction(&self, r: &pb::TraceResponse, j: usize) -> Answer {
         let p = &r.predictions[j];
         let v = |v: &Option<pb::Vec3>| v.as_ref().map_or([0.0; 3], |v| [v.x, v.y, v.z]);
-        let g = p.ground.clone().unwrap_or_default();
+        let g = p.ground.unwrap_or_default();
         Answer::Predict(Box::new(PredictAnswer {
             event: p.event.clone(),
             tick: p.tick,
