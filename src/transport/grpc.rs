@@ -593,8 +593,16 @@ impl GrpcState {
     async fn trace_batch(&self, req: pb::TraceRequest) -> Result<pb::TraceResponse, Status> {
         let world = req.world.clone();
         let sequence = req.sequence;
+        // A prediction weighs its ticks (each a slide move): a long one is
+        // not answered on the reactor.
         let moves = req.moves.as_ref().map_or(0, |m| m.kinds.len());
-        let queries = (req.starts.len() + req.points.len()) / 3 + moves + req.predictions.len();
+        let prediction_ticks = req
+            .predictions
+            .iter()
+            .fold(0usize, |sum, p| sum.saturating_add(p.ticks.max(1) as usize));
+        let queries = ((req.starts.len() + req.points.len()) / 3)
+            .saturating_add(moves)
+            .saturating_add(prediction_ticks);
         let answer = self
             .run_work("trace", Some(queries), move |s| {
                 s.trace_packed(&req.world, &packed(&req)?)
