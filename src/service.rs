@@ -170,7 +170,7 @@ pub struct BatchAnswer {
 /// points answered after the traces. Checked by the same rules as query
 /// lines, in the same order, so a bad query gets the same error and index
 /// either way ([`PackedTraces::lines`] gives those lines: the traces, then
-/// the points).
+/// the points, then the movement lines).
 #[derive(Debug, Clone, Default)]
 pub struct PackedTraces<'a> {
     pub starts: &'a [f32],
@@ -193,6 +193,9 @@ pub struct PackedTraces<'a> {
     pub points: &'a [f32],
     /// Per-point `pass` (empty: the template's for all).
     pub point_passes: &'a [u32],
+    /// Movement lines (`ground`, `slide`, `predict`) answered after the
+    /// points, their shapes already taken from the table.
+    pub movement: Vec<QueryLine>,
 }
 
 /// Answers to a packed batch: full traces, whether each hits (`any`), or
@@ -235,6 +238,8 @@ pub struct PackedAnswer {
     pub entities: Vec<u32>,
     /// The contents at each of the batch's points.
     pub point_contents: Vec<u32>,
+    /// The answers to the batch's movement lines, in order.
+    pub movement: Vec<Answer>,
 }
 
 /// The trace entry of an any-hit query in a tick's mixed answers.
@@ -255,7 +260,7 @@ impl PackedAnswer {
     fn of_lines(answer: BatchAnswer, mixed: bool, in_scene: bool) -> Self {
         let mut traces = BatchResults::default();
         let (mut hits, mut hit_only) = (Vec::new(), Vec::new());
-        let (mut entities, mut point_contents) = (Vec::new(), Vec::new());
+        let (mut entities, mut point_contents, mut movement) = (Vec::new(), Vec::new(), Vec::new());
         for a in &answer.results {
             match a {
                 Answer::Trace(t) => {
@@ -282,8 +287,11 @@ impl PackedAnswer {
                     hit_only.push(true);
                 }
                 Answer::Point(p) => point_contents.push(p.contents),
-                // Packed batches carry no scene or movement lines.
-                Answer::Scene(_) | Answer::Ground(_) | Answer::Slide(_) | Answer::Predict(_) => {}
+                Answer::Ground(_) | Answer::Slide(_) | Answer::Predict(_) => {
+                    movement.push(a.clone())
+                }
+                // Packed batches carry no scene lines.
+                Answer::Scene(_) => {}
             }
         }
         let results = if mixed {
@@ -303,20 +311,25 @@ impl PackedAnswer {
             results,
             entities,
             point_contents,
+            movement,
         }
     }
 }
 
 impl PackedTraces<'_> {
-    /// Number of queries (traces and points), once the array lengths are
-    /// checked.
+    /// Number of queries (traces, points and movement lines), once the
+    /// array lengths are checked.
     pub fn count(&self) -> Result<usize, ServiceError> {
-        Ok(self.trace_count()? + self.point_count()?)
+        Ok(self.trace_count()? + self.point_count()? + self.movement.len())
     }
 
-    /// Whether the batch uses a tick's per-query shapes, any-hit or points.
+    /// Whether the batch uses a tick's per-query shapes, any-hit, points or
+    /// movement.
     pub fn is_tick(&self) -> bool {
-        !self.shape_index.is_empty() || !self.any_hits.is_empty() || !self.points.is_empty()
+        !self.shape_index.is_empty()
+            || !self.any_hits.is_empty()
+            || !self.points.is_empty()
+            || !self.movement.is_empty()
     }
 
     fn trace_count(&self) -> Result<usize, ServiceError> {
@@ -339,7 +352,8 @@ impl PackedTraces<'_> {
         per_query("passes", self.passes.len())?;
         per_query("shape_index", self.shape_index.len())?;
         per_query("any_hits", self.any_hits.len())?;
-        if self.shape_index.is_empty() && !self.shapes.is_empty() {
+        // (Movement lines may use the table when the traces do not.)
+        if self.shape_index.is_empty() && !self.shapes.is_empty() && self.movement.is_empty() {
             return Err(ServiceError::Malformed(
                 "`shapes` without `shape_index` (one entry per query)".into(),
             ));
@@ -426,12 +440,13 @@ impl PackedTraces<'_> {
     }
 
     /// The batch as query lines (the form HTTP takes; answers are the
-    /// same): the traces, then the points.
+    /// same): the traces, then the points, then the movement lines.
     pub fn lines(&self) -> Result<Vec<QueryLine>, ServiceError> {
         let (traces, points) = (self.trace_count()?, self.point_count()?);
         Ok((0..traces)
             .map(|i| self.line(i))
             .chain((0..points).map(|j| self.point_line(j)))
+            .chain(self.movement.iter().cloned())
             .collect())
     }
 
@@ -638,6 +653,7 @@ impl Service {
             results,
             entities: Vec::new(),
             point_contents: Vec::new(),
+            movement: Vec::new(),
         })
     }
 

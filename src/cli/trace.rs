@@ -1,7 +1,7 @@
 //! `bspq trace`: JSON query lines in, answer lines out — answered by the
 //! kernel in process, or by a server over gRPC with `--server ADDR`.
 
-use super::tick::{scene_message, Tick};
+use super::tick::{hull_name, scene_message, Tick};
 use super::WorldArgs;
 use anyhow::Context;
 use bspq::proto::v1 as pb;
@@ -101,9 +101,34 @@ fn next_chunk(
 /// the ray of the same move.
 fn check_query(line: &QueryLine) -> Result<(), QueryError> {
     if line.is_movement() {
-        // gRPC messages carry no movement queries: those are answered
-        // offline and over HTTP.
-        return Err(QueryError::MovementUnsupported);
+        // A hull is the server's to look up: the rest is checked with a
+        // point box in its place.
+        let mut unhulled = line.clone();
+        let boxes = [
+            unhulled
+                .ground
+                .as_mut()
+                .map(|g| (&mut g.hull, &mut g.mins, &mut g.maxs)),
+            unhulled
+                .slide
+                .as_mut()
+                .map(|s| (&mut s.hull, &mut s.mins, &mut s.maxs)),
+            unhulled
+                .predict
+                .as_mut()
+                .map(|p| (&mut p.hull, &mut p.mins, &mut p.maxs)),
+        ];
+        for (hull, mins, maxs) in boxes.into_iter().flatten() {
+            if hull.take().is_some() {
+                if mins.is_some() || maxs.is_some() {
+                    return Err(QueryError::HullWithShape);
+                }
+                *mins = Some([0.0; 3]);
+                *maxs = Some([0.0; 3]);
+            }
+        }
+        unhulled.movement(None).transpose()?;
+        return line.pass().map(|_| ());
     }
     if line.hull.is_some() {
         if line.mins.is_some()
@@ -353,13 +378,14 @@ impl Remote {
             let hull = |pos: usize| {
                 tick.iter()
                     .find(|(p, _)| *p == pos)
-                    .and_then(|(_, l)| l.hull.clone())
+                    .and_then(|(_, l)| hull_name(l).map(str::to_owned))
             };
             let bad_hull = (rejected.code == "unknown_hull")
                 .then(|| hull(bad_pos))
                 .flatten();
             tick.retain(|(pos, line)| {
-                let bad = *pos == bad_pos || (bad_hull.is_some() && line.hull == bad_hull);
+                let bad = *pos == bad_pos
+                    || (bad_hull.is_some() && hull_name(line) == bad_hull.as_deref());
                 if bad {
                     let line_index = chunk[*pos].0;
                     slots[*pos] =

@@ -136,7 +136,7 @@ pub enum QueryError {
     Movement(#[from] MovementError),
     #[error("a movement line (`ground`, `slide`, `predict`) takes no other field")]
     MovementWithQuery,
-    #[error("movement lines (`ground`, `slide`, `predict`) are answered by `bspq trace` offline and over HTTP, not here")]
+    #[error("movement lines (`ground`, `slide`, `predict`) are answered as requests (`QueryLine::request`), not by plain trace validation")]
     MovementUnsupported,
 }
 

@@ -6,7 +6,10 @@
 
 use crate::metrics::Metrics;
 use crate::proto::v1 as pb;
-use crate::query::{Answer, BoxLine, EntityLine, QueryLine, ShapeLine};
+use crate::query::{
+    Answer, BoxLine, EntityLine, GroundAnswer, GroundLine, PredictLine, QueryLine, ShapeLine,
+    SlideLine,
+};
 use crate::registry::WorldEvent;
 use crate::service::{
     triples, xyz, PackedAnswer, PackedResults, PackedTraces, Service, ServiceError,
@@ -89,6 +92,15 @@ pub fn packed(req: &pb::TraceRequest) -> Result<PackedTraces<'_>, ServiceError> 
         Some(shape) => (Some(vec3(&shape.mins)), Some(vec3(&shape.maxs))),
         None => (None, None),
     };
+    let shapes = req
+        .shapes
+        .iter()
+        .map(query_shape)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut movement = move_lines(req, &shapes)?;
+    for (i, prediction) in req.predictions.iter().enumerate() {
+        movement.push(prediction_line(req, &shapes, i, prediction)?);
+    }
     Ok(PackedTraces {
         starts: &req.starts,
         ends: &req.ends,
@@ -105,20 +117,139 @@ pub fn packed(req: &pb::TraceRequest) -> Result<PackedTraces<'_>, ServiceError> 
         },
         masks: &req.masks,
         passes: &req.passes,
-        shapes: req
-            .shapes
-            .iter()
-            .map(query_shape)
-            .collect::<Result<_, _>>()?,
+        shapes,
         shape_index: &req.shape_index,
         any_hits: &req.any_hits,
         points: &req.points,
         point_passes: &req.point_passes,
+        movement,
         scene: if req.upsert.is_empty() && req.remove.is_empty() {
             req.scene.as_ref().map(scene_lines)
         } else {
             Some(scene_lines(&apply_changes(req.scene.clone(), req)))
         },
+    })
+}
+
+/// The box of a move or prediction (`what`): entry `k` of the shape table
+/// as `mins`/`maxs` or a hull name (a ray gives neither, which the line
+/// check refuses as a missing `mins`).
+type MoveBox = (Option<[f64; 3]>, Option<[f64; 3]>, Option<String>);
+
+fn move_box(shapes: &[QueryLine], k: u32, what: &str) -> Result<MoveBox, ServiceError> {
+    let shape = shapes.get(k as usize).ok_or_else(|| {
+        malformed(format!(
+            "{what}: `shape_index` {k} is past the {} entries of `shapes`",
+            shapes.len()
+        ))
+    })?;
+    if shape.shape.is_some() || shape.exact.is_some() {
+        return Err(malformed(format!(
+            "{what}: `shape_index` {k} names a swept shape or `exact`; moves take a box or a hull"
+        )));
+    }
+    Ok((shape.mins, shape.maxs, shape.hull.clone()))
+}
+
+/// A tick's `moves` columns as `ground` and `slide` lines.
+fn move_lines(
+    req: &pb::TraceRequest,
+    shapes: &[QueryLine],
+) -> Result<Vec<QueryLine>, ServiceError> {
+    let Some(moves) = &req.moves else {
+        return Ok(Vec::new());
+    };
+    let n = moves.kinds.len();
+    let column = |field: &str, len: usize, per_move: usize, required: bool| {
+        if len == n * per_move || (len == 0 && !required) {
+            Ok(())
+        } else {
+            Err(malformed(format!(
+                "`moves.{field}` holds {len} values for {n} moves ({}{per_move} per move)",
+                if required { "" } else { "send none or " }
+            )))
+        }
+    };
+    column("origins", moves.origins.len(), 3, true)?;
+    column("shape_index", moves.shape_index.len(), 1, true)?;
+    column("velocities", moves.velocities.len(), 3, false)?;
+    column("grounds", moves.grounds.len(), 3, false)?;
+    column("frametimes", moves.frametimes.len(), 1, false)?;
+    column("gravities", moves.gravities.len(), 1, false)?;
+    column("steps", moves.steps.len(), 1, false)?;
+    column("masks", moves.masks.len(), 1, false)?;
+    column("passes", moves.passes.len(), 1, false)?;
+    let triple = |values: &[f32], i: usize| (!values.is_empty()).then(|| xyz(values, i));
+    (0..n)
+        .map(|i| {
+            let (mins, maxs, hull) = move_box(shapes, moves.shape_index[i], &format!("move {i}"))?;
+            let origin = xyz(&moves.origins, i);
+            let mask = moves.masks.get(i).copied();
+            let pass = moves.passes.get(i).copied().or(req.pass).map(i64::from);
+            let kind = moves.kinds[i];
+            if kind == pb::MoveKind::Ground as i32 {
+                return Ok(QueryLine {
+                    ground: Some(GroundLine {
+                        origin,
+                        mins,
+                        maxs,
+                        hull,
+                        mask,
+                        pass,
+                    }),
+                    ..QueryLine::default()
+                });
+            }
+            if kind != pb::MoveKind::Slide as i32 {
+                return Err(malformed(format!("move {i}: unknown kind {kind}")));
+            }
+            Ok(QueryLine {
+                slide: Some(SlideLine {
+                    origin,
+                    velocity: triple(&moves.velocities, i).unwrap_or_default(),
+                    frametime: moves.frametimes.get(i).map_or(0.0, |&t| t as f64),
+                    gravity: moves.gravities.get(i).map(|&g| g.into()),
+                    ground: triple(&moves.grounds, i).filter(|g| *g != [0.0; 3]),
+                    step: Some(moves.steps.get(i).copied().unwrap_or(true)),
+                    mins,
+                    maxs,
+                    hull,
+                    mask,
+                    pass,
+                }),
+                ..QueryLine::default()
+            })
+        })
+        .collect()
+}
+
+/// Prediction `i` of a tick as a `predict` line.
+fn prediction_line(
+    req: &pb::TraceRequest,
+    shapes: &[QueryLine],
+    i: usize,
+    p: &pb::Prediction,
+) -> Result<QueryLine, ServiceError> {
+    let (mins, maxs, hull) = move_box(shapes, p.shape_index, &format!("prediction {i}"))?;
+    Ok(QueryLine {
+        predict: Some(PredictLine {
+            origin: vec3(&p.origin),
+            velocity: vec3(&p.velocity),
+            frametime: p.frametime.into(),
+            ticks: p.ticks.into(),
+            gravity: Some(p.gravity.into()),
+            until: (!p.until.is_empty()).then(|| p.until.clone()),
+            blocked_speed: p.blocked_speed.map(f64::from),
+            contents: p.contents,
+            fall: p.fall.map(f64::from),
+            path: p.path.then_some(true),
+            mins,
+            maxs,
+            hull,
+            mask: p.mask,
+            pass: p.pass.or(req.pass).map(i64::from),
+        }),
+        ..QueryLine::default()
     })
 }
 
@@ -263,6 +394,7 @@ pub fn trace_response(answer: PackedAnswer, sequence: u64) -> pb::TraceResponse 
     };
     r.entities = answer.entities;
     r.point_contents = answer.point_contents;
+    movement_answers(&answer.movement, &mut r);
     let (t, hit_only) = match answer.results {
         PackedResults::Hits(hits) => {
             r.hits = hits;
@@ -293,6 +425,76 @@ pub fn trace_response(answer: PackedAnswer, sequence: u64) -> pb::TraceResponse 
     r.contents = t.contents;
     r.surface_flags = t.surface_flags;
     r
+}
+
+fn trace_flags(startsolid: bool, allsolid: bool) -> u32 {
+    let flag = |on: bool, flag: pb::TraceFlag| if on { flag as u32 } else { 0 };
+    flag(startsolid, pb::TraceFlag::Startsolid) | flag(allsolid, pb::TraceFlag::Allsolid)
+}
+
+/// A ground probe's answer as its message.
+fn ground_probe(g: &GroundAnswer) -> pb::GroundProbe {
+    let t = &g.trace;
+    pb::GroundProbe {
+        fraction: t.fraction,
+        endpos: pb_vec3(t.endpos),
+        normal: pb_vec3(t.normal),
+        dist: t.dist,
+        flags: trace_flags(t.startsolid, t.allsolid),
+        contents: t.contents,
+        surface_flags: t.surface_flags,
+        entity: t.entity,
+        walkable: g.walkable,
+    }
+}
+
+/// Movement answers into a response: ground probes and slide moves packed
+/// in `moves`, predictions one message each.
+fn movement_answers(answers: &[Answer], r: &mut pb::TraceResponse) {
+    let mut moves = pb::MoveAnswers::default();
+    let probe = |m: &mut pb::MoveAnswers, g: &GroundAnswer| {
+        let t = &g.trace;
+        m.fractions.push(t.fraction);
+        m.endpos.extend(t.endpos);
+        m.normals.extend(t.normal);
+        m.dists.push(t.dist);
+        m.flags.push(trace_flags(t.startsolid, t.allsolid));
+        m.contents.push(t.contents);
+        m.surface_flags.push(t.surface_flags);
+        m.entities.extend(t.entity);
+        m.walkable.push(g.walkable);
+    };
+    for answer in answers {
+        match answer {
+            Answer::Ground(g) => {
+                moves.origins.extend([0.0; 3]);
+                moves.velocities.extend([0.0; 3]);
+                moves.blocked.push(false);
+                moves.stepped.push(0.0);
+                probe(&mut moves, g);
+            }
+            Answer::Slide(s) => {
+                moves.origins.extend(s.origin);
+                moves.velocities.extend(s.velocity);
+                moves.blocked.push(s.blocked == Some(true));
+                moves.stepped.push(s.stepped);
+                probe(&mut moves, &s.ground);
+            }
+            Answer::Predict(p) => r.predictions.push(pb::PredictionAnswer {
+                event: p.event.clone(),
+                tick: p.tick,
+                origin: pb_vec3(p.origin),
+                velocity: pb_vec3(p.velocity),
+                on_ground: p.on_ground,
+                ground: Some(ground_probe(&p.ground)),
+                path: p.path.iter().flatten().flatten().copied().collect(),
+            }),
+            Answer::Trace(_) | Answer::Point(_) | Answer::Hit(_) | Answer::Scene(_) => {}
+        }
+    }
+    if !moves.walkable.is_empty() {
+        r.moves = Some(moves);
+    }
 }
 
 fn pb_vec3(v: [f32; 3]) -> Option<pb::Vec3> {
@@ -391,13 +593,22 @@ impl GrpcState {
     async fn trace_batch(&self, req: pb::TraceRequest) -> Result<pb::TraceResponse, Status> {
         let world = req.world.clone();
         let sequence = req.sequence;
-        let queries = (req.starts.len() + req.points.len()) / 3;
+        // A prediction weighs its ticks (each a slide move): a long one is
+        // not answered on the reactor.
+        let moves = req.moves.as_ref().map_or(0, |m| m.kinds.len());
+        let prediction_ticks = req
+            .predictions
+            .iter()
+            .fold(0usize, |sum, p| sum.saturating_add(p.ticks.max(1) as usize));
+        let queries = ((req.starts.len() + req.points.len()) / 3)
+            .saturating_add(moves)
+            .saturating_add(prediction_ticks);
         let answer = self
             .run_work("trace", Some(queries), move |s| {
                 s.trace_packed(&req.world, &packed(&req)?)
             })
             .await?;
-        let count = answer.results.len() + answer.point_contents.len();
+        let count = answer.results.len() + answer.point_contents.len() + answer.movement.len();
         self.metrics.count_batch(&world, "trace", TRANSPORT, count);
         Ok(trace_response(answer, sequence))
     }

@@ -671,31 +671,20 @@ fn bspq_trace_and_http_answer_movement_lines_as_the_library() {
         .collect();
     assert_eq!(over_http, want);
 
-    // gRPC does not carry movement yet: `bspq trace --server` says so for
-    // each movement line, and answers the rest.
+    // Over gRPC (`bspq trace --server`, one tick message per batch) the
+    // same lines get the same answer lines, byte for byte.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
         .args(["trace", "--world", "arena", "--server", &server.grpc_url()])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write as _;
-            let mut stdin = child.stdin.take().expect("stdin");
-            writeln!(stdin, "{}", lines[1])?;
-            writeln!(stdin, r#"{{"point":[0,0,0]}}"#)?;
-            drop(stdin);
-            child.wait_with_output()
-        })
+        .stdin(std::fs::File::open(input.path()).unwrap())
+        .output()
         .expect("bspq runs");
-    let answers: Vec<serde_json::Value> = std::str::from_utf8(&out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(answers.len(), 2, "{answers:?}");
-    assert_eq!(answers[0]["error"]["code"], "movement_unsupported");
-    assert!(answers[1]["contents"].is_u64(), "{answers:?}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let over_grpc: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert_eq!(over_grpc, offline);
 
     // A bad movement line rejects the body with its code and index.
     let bad = serde_json::json!({"queries": [queries[0], {"predict": {

@@ -741,6 +741,19 @@ print(json.dumps({"world": r.world, "version": r.version, "fractions": list(r.fr
 
 /// `bspq trace --server` against `bspq serve`, both the real binary: the
 /// output equals offline `bspq trace` byte for byte.
+/// Movement lines for the CLI comparison: predictions (one with its path,
+/// stop events with parameters), a plain slide and a ground probe.
+const MOVEMENT_LINES: &str = concat!(
+    r#"{"predict":{"origin":[0,0,40],"velocity":[120,200,0],"frametime":0.05,"ticks":40,"gravity":800,"until":["landed","blocked","fell"],"fall":64,"path":true,"mins":[-15,-15,-24],"maxs":[15,15,32]}}"#,
+    "\n",
+    r#"{"predict":{"origin":[64,-32,40],"velocity":[-300,0,270],"frametime":0.05,"ticks":20,"gravity":800,"until":["contents","left_ground"],"contents":1,"mins":[-15,-15,-24],"maxs":[15,15,32],"mask":1}}"#,
+    "\n",
+    r#"{"slide":{"origin":[0,0,40],"velocity":[200,50,-10],"frametime":0.05,"gravity":800,"step":false,"mins":[-15,-15,-24],"maxs":[15,15,32]}}"#,
+    "\n",
+    r#"{"ground":{"origin":[0,0,40],"mins":[-15,-15,-24],"maxs":[15,15,32],"mask":1}}"#,
+    "\n",
+);
+
 #[test]
 fn trace_cli_over_grpc_equals_offline() {
     use std::io::Write;
@@ -754,6 +767,13 @@ fn trace_cli_over_grpc_equals_offline() {
             input.push('\n');
         }
     }
+    // Movement: the reference moves (ground probes and slide moves), and
+    // predictions, with and without their paths.
+    for line in common::load_set("q3dm6ish", "moves", true).queries {
+        input.push_str(&line);
+        input.push('\n');
+    }
+    input.push_str(MOVEMENT_LINES);
     input.push_str("{\"start\":[0,0,0],\"end\":[1e30,0,0]}\n\nnot json\n");
     input.push_str("{\"point\":[1,2,3]}\n");
     // Scenes: the reference scenes (their lines mix boxes, rays, any-hit,
@@ -768,6 +788,15 @@ fn trace_cli_over_grpc_equals_offline() {
     input.push_str("{\"start\":[0,0,0],\"end\":[64,0,0],\"hull\":\"nope\"}\n");
     input.push_str("{\"entities\":[{\"id\":1,\"box\":{\"mins\":[-8,-8,-8],\"maxs\":[8,8,8]}},{\"id\":1,\"model\":\"*1\"}]}\n");
     input.push_str("{\"start\":[0,0,0],\"end\":[64,0,0],\"any\":true,\"pass\":3}\n");
+    // A scene with movement lines among its traces, and bad movement lines.
+    input.push_str("{\"entities\":[{\"id\":5,\"box\":{\"mins\":[-16,-16,-24],\"maxs\":[16,16,32]},\"origin\":[0,0,0]},{\"id\":6,\"model\":\"*1\"}]}\n");
+    input.push_str(MOVEMENT_LINES);
+    input.push_str(
+        "{\"ground\":{\"origin\":[0,0,0],\"mins\":[-15,-15,-24],\"maxs\":[15,15,32],\"pass\":5}}\n",
+    );
+    input.push_str("{\"slide\":{\"origin\":[0,0,0],\"velocity\":[0,0,0],\"frametime\":2,\"mins\":[-15,-15,-24],\"maxs\":[15,15,32]}}\n");
+    input.push_str("{\"ground\":{\"origin\":[0,0,0],\"hull\":\"nope\"}}\n");
+    input.push_str("{\"predict\":{\"origin\":[0,0,0],\"velocity\":[0,0,0],\"frametime\":0.05,\"ticks\":5,\"mins\":[-15,-15,-24],\"maxs\":[15,15,32],\"until\":[\"soon\"]}}\n");
     input.push_str("{\"entities\":[]}\n{\"start\":[0,0,0],\"end\":[64,0,0]}\n");
     let trace = |args: &[&str]| {
         let mut c = std::process::Command::new(bin)
@@ -1385,4 +1414,195 @@ fn load_sweeps_mixed_ticks_with_a_scene() {
             assert!(scheduled >= sent, "{transport}: {run}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_mixing_traces_points_and_moves_answers_as_the_library() {
+    use bspq::query::{answer_all, requests_in, QueryLine};
+    let server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let local = common::load_world("q3dm6ish", true);
+
+    // Slide moves of the reference set: their states start every move.
+    let slides: Vec<serde_json::Value> = common::load_set("q3dm6ish", "moves", true)
+        .queries
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["slide"].clone())
+        .filter(|s| s.is_object())
+        .take(3)
+        .collect();
+    assert_eq!(slides.len(), 3);
+    let xyz = |v: &serde_json::Value| -> [f32; 3] {
+        let a: [f64; 3] = serde_json::from_value(v.clone()).expect("xyz");
+        a.map(|c| c as f32)
+    };
+    let (mins, maxs) = ([-15.0f32, -15.0, -24.0], [15.0f32, 15.0, 32.0]);
+    let player = pb::QueryShape {
+        kind: Some(pb::query_shape::Kind::Box(pb::Box {
+            mins: v3(mins),
+            maxs: v3(maxs),
+        })),
+        exact: false,
+    };
+    let ray = pb::QueryShape::default();
+    let origin = |k: usize| xyz(&slides[k]["origin"]);
+    let velocity = |k: usize| xyz(&slides[k]["velocity"]);
+    let request = pb::TraceRequest {
+        world: "q3dm6ish".into(),
+        shapes: vec![ray, player],
+        starts: [origin(0), origin(1)].concat(),
+        ends: [[0.0; 3], origin(2)].concat(),
+        shape_index: vec![0, 1],
+        masks: vec![1, 0x2010001],
+        points: [origin(0), [0.0; 3]].concat(),
+        moves: Some(pb::Moves {
+            kinds: vec![
+                pb::MoveKind::Ground as i32,
+                pb::MoveKind::Slide as i32,
+                pb::MoveKind::Slide as i32,
+            ],
+            origins: [origin(0), origin(1), origin(2)].concat(),
+            velocities: [[0.0; 3], velocity(1), velocity(2)].concat(),
+            frametimes: vec![0.0, 0.05, 0.05],
+            gravities: vec![0, 800, 800],
+            grounds: [[0.0; 3], [0.0, 0.0, 1.0], [0.0; 3]].concat(),
+            steps: vec![true, true, false],
+            shape_index: vec![1, 1, 1],
+            ..Default::default()
+        }),
+        predictions: vec![
+            pb::Prediction {
+                origin: v3(origin(0)),
+                velocity: v3([100.0, 200.0, 0.0]),
+                frametime: 0.05,
+                ticks: 30,
+                gravity: 800,
+                until: vec!["landed".into(), "blocked".into()],
+                path: true,
+                shape_index: 1,
+                ..Default::default()
+            },
+            pb::Prediction {
+                origin: v3(origin(1)),
+                velocity: v3([-150.0, 0.0, 270.0]),
+                frametime: 0.05,
+                ticks: 10,
+                gravity: 800,
+                shape_index: 1,
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let lines: Vec<QueryLine> = [
+        serde_json::json!({"start": origin(0), "end": [0, 0, 0], "mask": 1}),
+        serde_json::json!({"start": origin(1), "end": origin(2), "mins": mins, "maxs": maxs, "mask": 0x2010001}),
+        serde_json::json!({"point": origin(0)}),
+        serde_json::json!({"point": [0, 0, 0]}),
+        serde_json::json!({"ground": {"origin": origin(0), "mins": mins, "maxs": maxs}}),
+        serde_json::json!({"slide": {"origin": origin(1), "velocity": velocity(1), "frametime": 0.05f32,
+            "gravity": 800, "ground": [0, 0, 1], "mins": mins, "maxs": maxs}}),
+        serde_json::json!({"slide": {"origin": origin(2), "velocity": velocity(2), "frametime": 0.05f32,
+            "gravity": 800, "step": false, "mins": mins, "maxs": maxs}}),
+        serde_json::json!({"predict": {"origin": origin(0), "velocity": [100, 200, 0], "frametime": 0.05f32,
+            "ticks": 30, "gravity": 800, "until": ["landed", "blocked"], "path": true, "mins": mins, "maxs": maxs}}),
+        serde_json::json!({"predict": {"origin": origin(1), "velocity": [-150, 0, 270], "frametime": 0.05f32,
+            "ticks": 10, "gravity": 800, "mins": mins, "maxs": maxs}}),
+    ]
+    .into_iter()
+    .map(|v| serde_json::from_value(v).expect("line"))
+    .collect();
+    let requests = requests_in(&lines, &local.view()).expect("valid lines");
+    let want = answer_all(&local.view(), &requests, &Default::default());
+
+    let r = client
+        .trace(request.clone())
+        .await
+        .expect("tick")
+        .into_inner();
+    let traces = unpack(&r);
+    assert_eq!(traces, want[..2]);
+    let points: Vec<Answer> = r
+        .point_contents
+        .iter()
+        .map(|&contents| Answer::Point(PointAnswer { contents }))
+        .collect();
+    assert_eq!(points, want[2..4]);
+    let m = r.moves.as_ref().expect("move answers");
+    let v = |a: &[f32], i: usize| [a[3 * i], a[3 * i + 1], a[3 * i + 2]];
+    let probe = |i: usize| bspq::query::GroundAnswer {
+        trace: TraceAnswer {
+            fraction: m.fractions[i],
+            endpos: v(&m.endpos, i),
+            normal: v(&m.normals, i),
+            dist: m.dists[i],
+            startsolid: m.flags[i] & 1 != 0,
+            allsolid: m.flags[i] & 2 != 0,
+            contents: m.contents[i],
+            surface_flags: m.surface_flags[i],
+            entity: None,
+        },
+        walkable: m.walkable[i],
+    };
+    assert_eq!(Answer::Ground(probe(0)), want[4]);
+    for (i, step) in [(1, true), (2, false)] {
+        let got = Answer::Slide(bspq::query::SlideAnswer {
+            origin: v(&m.origins, i),
+            velocity: v(&m.velocities, i),
+            blocked: (!step).then_some(m.blocked[i]),
+            stepped: m.stepped[i],
+            ground: probe(i),
+        });
+        assert_eq!(got, want[4 + i], "move {i}");
+    }
+    assert_eq!(r.predictions.len(), 2);
+    for (j, p) in r.predictions.iter().enumerate() {
+        let Answer::Predict(expected) = &want[7 + j] else {
+            panic!("a prediction's answer: {:?}", want[7 + j]);
+        };
+        let g = p.ground.as_ref().expect("ground probe");
+        let at = |v: &Option<pb::Vec3>| v.as_ref().map(|v| [v.x, v.y, v.z]);
+        assert_eq!(p.event, expected.event);
+        assert_eq!(p.tick, expected.tick);
+        assert_eq!(at(&p.origin), Some(expected.origin));
+        assert_eq!(at(&p.velocity), Some(expected.velocity));
+        assert_eq!(p.on_ground, expected.on_ground);
+        assert_eq!(g.fraction, expected.ground.trace.fraction);
+        assert_eq!(at(&g.endpos), Some(expected.ground.trace.endpos));
+        assert_eq!(g.walkable, expected.ground.walkable);
+        let path: Vec<f32> = expected.path.iter().flatten().flatten().copied().collect();
+        assert_eq!(p.path, path);
+    }
+    assert!(!r.predictions[0].path.is_empty());
+
+    // A bad move is named by its index among all the tick's queries:
+    // traces, then points, then moves, then predictions.
+    let mut bad = request.clone();
+    bad.predictions[1].ticks = 0;
+    let e = client.trace(bad).await.expect_err("rejected");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let body = error_body(&e);
+    assert_eq!(body["error"]["code"], "bad_ticks");
+    assert_eq!(body["error"]["query_index"], 8);
+    let mut bad = request.clone();
+    if let Some(moves) = bad.moves.as_mut() {
+        moves.gravities[2] = 1_000_000;
+    }
+    let e = client.trace(bad).await.expect_err("rejected");
+    let body = error_body(&e);
+    assert_eq!(body["error"]["code"], "bad_gravity");
+    assert_eq!(body["error"]["query_index"], 6);
+    // A move's box must come from the table, and be a box or a hull.
+    let mut bad = request.clone();
+    if let Some(moves) = bad.moves.as_mut() {
+        moves.shape_index[0] = 5;
+    }
+    let e = client.trace(bad).await.expect_err("rejected");
+    assert_eq!(error_body(&e)["error"]["code"], "malformed_request");
+    let mut bad = request;
+    if let Some(moves) = bad.moves.as_mut() {
+        moves.steps.pop();
+    }
+    let e = client.trace(bad).await.expect_err("rejected");
+    assert_eq!(error_body(&e)["error"]["code"], "malformed_request");
 }
