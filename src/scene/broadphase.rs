@@ -20,6 +20,10 @@ const MAX_SLABS: f32 = 64.0;
 /// Slabs' smallest thickness: a player's box spans a few.
 const MIN_SLAB: f32 = 16.0;
 
+/// Scenes of at most this many entities keep each slab's bit sets in one
+/// `u128` each, in fixed tables (see [`SmallSlabs`]).
+const SMALL_SCENE: usize = 128;
+
 /// Adding it to a float in `0..2²²` rounds it to an integer held in the
 /// low bits of the sum's mantissa: a cheap round-to-nearest that keeps the
 /// order of its inputs (`as` conversions saturate, a dozen instructions
@@ -45,11 +49,35 @@ pub(super) struct Broadphase {
     starting: Vec<u64>,
     ending: Vec<u64>,
     first: [usize; 3],
+    /// The same sets for a scene of at most [`SMALL_SCENE`] entities, in
+    /// place of `starting` and `ending`.
+    small: Option<Box<SmallSlabs>>,
+}
+
+/// A small scene's slab sets: per axis, per slab, one `u128` each. The
+/// look-up is then six loads at indices masked to the table's size (no
+/// slice bounds, no per-word loop), a third of the general look-up's
+/// instructions being its index arithmetic and slice checks.
+#[derive(Debug)]
+struct SmallSlabs {
+    slabs: [[SlabSets; MAX_SLABS as usize]; 3],
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct SlabSets {
+    starting: u128,
+    ending: u128,
 }
 
 impl Broadphase {
     /// For entities with these bounds (`lo ≤ hi`, finite), in scene order.
     pub(super) fn new(bounds: &[(Vec3, Vec3)]) -> Self {
+        Self::build(bounds, bounds.len() <= SMALL_SCENE)
+    }
+
+    /// [`Broadphase::new`], with the small scene's tables when `small` (the
+    /// tests build both).
+    fn build(bounds: &[(Vec3, Vec3)], small: bool) -> Self {
         let Some(first) = bounds.first() else {
             return Broadphase::default();
         };
@@ -76,6 +104,27 @@ impl Broadphase {
             first: [0, slabs[0], slabs[0] + slabs[1]],
             ..Broadphase::default()
         };
+        if small {
+            let mut sets = Box::new(SmallSlabs {
+                slabs: [[SlabSets::default(); MAX_SLABS as usize]; 3],
+            });
+            for (i, (l, h)) in bounds.iter().enumerate() {
+                let bit = 1u128 << i;
+                let (from, to) = (found.slab_of(*l), found.slab_of(*h));
+                for (axis, row) in sets.slabs.iter_mut().enumerate() {
+                    for (k, slab) in row.iter_mut().enumerate().take(slabs[axis]) {
+                        if k >= from[axis] {
+                            slab.starting |= bit;
+                        }
+                        if k <= to[axis] {
+                            slab.ending |= bit;
+                        }
+                    }
+                }
+            }
+            found.small = Some(sets);
+            return found;
+        }
         let total = slabs.iter().sum::<usize>() * words;
         found.starting = vec![0; total];
         found.ending = vec![0; total];
@@ -120,6 +169,9 @@ impl Broadphase {
         from: usize,
         mut visit: impl FnMut(usize) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
+        if let Some(small) = &self.small {
+            return self.meeting_small(small, lo, hi, from, visit);
+        }
         if self.bounds.is_empty() {
             return ControlFlow::Continue(());
         }
@@ -156,6 +208,43 @@ impl Broadphase {
         }
         ControlFlow::Continue(())
     }
+
+    /// [`Broadphase::meeting`] in a small scene's tables.
+    #[inline(always)]
+    fn meeting_small<B>(
+        &self,
+        small: &SmallSlabs,
+        lo: Vec3,
+        hi: Vec3,
+        from: usize,
+        mut visit: impl FnMut(usize) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
+        // Slabs are below `MAX_SLABS`, a power of two: the mask keeps the
+        // index in the row without a bounds check and changes nothing.
+        let slab = |p| self.slab_of(p).map(|k| k & (MAX_SLABS as usize - 1));
+        let (l, h) = (slab(lo), slab(hi));
+        let [x, y, z] = &small.slabs;
+        let mut found = x[h[0]].starting
+            & y[h[1]].starting
+            & z[h[2]].starting
+            & x[l[0]].ending
+            & y[l[1]].ending
+            & z[l[2]].ending;
+        // Entities before `from` left out (none are when `from` is past
+        // the last bit).
+        found &= u128::MAX.checked_shl(from as u32).unwrap_or(0);
+        let (qlo, qhi) = (Vec3A::from(lo), Vec3A::from(hi));
+        while found != 0 {
+            let i = found.trailing_zeros() as usize;
+            found &= found - 1;
+            if let Some((l, h)) = self.bounds.get(i) {
+                if !(l.cmpgt(qhi) | h.cmplt(qlo)).any() {
+                    visit(i)?;
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 #[cfg(test)]
@@ -173,7 +262,7 @@ mod tests {
         };
         let mut met = 0;
         for case in 0..400 {
-            let count = [1, 3, 4, 5, 64, 70, 257, 1022][case % 8];
+            let count = [1, 3, 4, 5, 64, 70, 128, 129, 257, 1022][case % 10];
             let spread = [64.0, 1000.0, 8000.0][case % 3];
             let bounds: Vec<(Vec3, Vec3)> = (0..count)
                 .map(|_| {
@@ -184,7 +273,11 @@ mod tests {
                     (snap(centre - half), snap(centre + half))
                 })
                 .collect();
-            let broadphase = Broadphase::new(&bounds);
+            // Both layouts when the scene is small enough for the small one.
+            let small = count <= SMALL_SCENE;
+            let broadphase = Broadphase::build(&bounds, small);
+            let general = Broadphase::build(&bounds, false);
+            assert_eq!(broadphase.small.is_some(), small);
             for _ in 0..200 {
                 let (lo, hi) = if rng.bool() {
                     let (l, h) = bounds[rng.usize(..count)];
@@ -213,6 +306,12 @@ mod tests {
                     ControlFlow::<()>::Continue(())
                 });
                 assert_eq!(found, scan, "case {case}: {lo} {hi}");
+                let mut by_general = Vec::new();
+                let _ = general.meeting(lo, hi, 0, |i| {
+                    by_general.push(i);
+                    ControlFlow::<()>::Continue(())
+                });
+                assert_eq!(by_general, scan, "case {case}: {lo} {hi}, general");
                 // From any entity on: the rest of the scan.
                 let from = rng.usize(..=count);
                 let mut rest = Vec::new();
