@@ -270,7 +270,8 @@ impl Rejected {
     }
 }
 
-/// A server session: the client and the scene set by the last good scene line.
+/// A connection to a server: the client and the scene set by the last good
+/// scene line.
 struct Remote {
     client: Client,
     world: String,
