@@ -330,18 +330,19 @@ impl Tick {
                 } else if self.any_hits[i] {
                     Answer::Hit(HitAnswer { hit: r.hits[i] })
                 } else {
-                    let v = |a: &[f32]| [a[3 * i], a[3 * i + 1], a[3 * i + 2]];
-                    Answer::Trace(TraceAnswer {
-                        fraction: r.fractions[i],
-                        endpos: v(&r.endpos),
-                        normal: v(&r.normals),
-                        dist: r.dists[i],
-                        startsolid: r.flags[i] & pb::TraceFlag::Startsolid as u32 != 0,
-                        allsolid: r.flags[i] & pb::TraceFlag::Allsolid as u32 != 0,
-                        contents: r.contents[i],
-                        surface_flags: r.surface_flags[i],
-                        entity: r.entities.get(i).copied(),
-                    })
+                    Answer::Trace(
+                        TraceColumns {
+                            fractions: &r.fractions,
+                            endpos: &r.endpos,
+                            normals: &r.normals,
+                            dists: &r.dists,
+                            flags: &r.flags,
+                            contents: &r.contents,
+                            surface_flags: &r.surface_flags,
+                            entities: &r.entities,
+                        }
+                        .answer(i),
+                    )
                 };
                 (pos, answer)
             })
@@ -352,17 +353,17 @@ impl Tick {
     fn moved(&self, m: &pb::MoveAnswers, i: usize) -> Answer {
         let v = |a: &[f32]| [a[3 * i], a[3 * i + 1], a[3 * i + 2]];
         let ground = GroundAnswer {
-            trace: TraceAnswer {
-                fraction: m.fractions[i],
-                endpos: v(&m.endpos),
-                normal: v(&m.normals),
-                dist: m.dists[i],
-                startsolid: m.flags[i] & pb::TraceFlag::Startsolid as u32 != 0,
-                allsolid: m.flags[i] & pb::TraceFlag::Allsolid as u32 != 0,
-                contents: m.contents[i],
-                surface_flags: m.surface_flags[i],
-                entity: m.entities.get(i).copied(),
-            },
+            trace: TraceColumns {
+                fractions: &m.fractions,
+                endpos: &m.endpos,
+                normals: &m.normals,
+                dists: &m.dists,
+                flags: &m.flags,
+                contents: &m.contents,
+                surface_flags: &m.surface_flags,
+                entities: &m.entities,
+            }
+            .answer(i),
             walkable: m.walkable[i],
         };
         match self.move_steps[i] {
@@ -430,5 +431,37 @@ fn batch_fields(m: &mut pb::TraceRequest) {
     }
     if m.passes.iter().all(|&p| p == bspq::scene::ENTITY_NONE) {
         m.passes.clear();
+    }
+}
+
+/// The packed trace arrays of an answer (a batch's traces, or its moves'
+/// final ground probes), all checked to one entry per query.
+struct TraceColumns<'a> {
+    fractions: &'a [f32],
+    endpos: &'a [f32],
+    normals: &'a [f32],
+    dists: &'a [f32],
+    flags: &'a [u32],
+    contents: &'a [u32],
+    surface_flags: &'a [u32],
+    /// Empty without a scene.
+    entities: &'a [u32],
+}
+
+impl TraceColumns<'_> {
+    /// Query `i`'s trace answer.
+    fn answer(&self, i: usize) -> TraceAnswer {
+        let v = |a: &[f32]| [a[3 * i], a[3 * i + 1], a[3 * i + 2]];
+        TraceAnswer {
+            fraction: self.fractions[i],
+            endpos: v(self.endpos),
+            normal: v(self.normals),
+            dist: self.dists[i],
+            startsolid: self.flags[i] & pb::TraceFlag::Startsolid as u32 != 0,
+            allsolid: self.flags[i] & pb::TraceFlag::Allsolid as u32 != 0,
+            contents: self.contents[i],
+            surface_flags: self.surface_flags[i],
+            entity: self.entities.get(i).copied(),
+        }
     }
 }
