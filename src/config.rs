@@ -146,6 +146,15 @@ pub struct ServeArgs {
         default_value_t = 60.0
     )]
     pub http_read_timeout_seconds: f64,
+    /// Keep the last N traces each world answered (any transport) for the
+    /// debugging page and GET /v1/worlds/{name}/recent (0: off).
+    #[arg(
+        long,
+        env = "BSPQ_RECORD_QUERIES",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    pub record_queries: usize,
     /// Log format on stderr (filter with BSPQ_LOG, e.g. BSPQ_LOG=debug).
     #[arg(long, env = "BSPQ_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
     pub log_format: String,
@@ -270,6 +279,8 @@ pub struct Settings {
     pub http_addr: String,
     pub grpc_addr: String,
     pub json_logs: bool,
+    /// Traces recorded per world (0: off).
+    pub record_queries: usize,
 }
 
 fn seconds(option: &'static str, value: f64) -> Result<Duration, ConfigError> {
@@ -295,6 +306,18 @@ fn at_least(option: &'static str, value: usize, min: usize) -> Result<usize, Con
             } else {
                 "at least 1024"
             },
+            value: value.to_string(),
+        })
+    }
+}
+
+fn at_most(option: &'static str, value: usize, max: usize) -> Result<usize, ConfigError> {
+    if value <= max {
+        Ok(value)
+    } else {
+        Err(ConfigError::OutOfRange {
+            option,
+            rule: "at most 1048576",
             value: value.to_string(),
         })
     }
@@ -361,6 +384,11 @@ impl ServeArgs {
             http_addr: self.http_addr.clone(),
             grpc_addr: self.grpc_addr.clone(),
             json_logs: self.log_format == "json",
+            record_queries: at_most(
+                "record_queries",
+                self.record_queries,
+                crate::recording::MAX_RECORDED_QUERIES,
+            )?,
         })
     }
 

@@ -56,6 +56,8 @@ pub mod movement;
 pub mod proto;
 pub mod query;
 #[cfg(feature = "server")]
+pub mod recording;
+#[cfg(feature = "server")]
 pub mod registry;
 pub mod scene;
 #[cfg(feature = "server")]

@@ -559,6 +559,9 @@ pub struct Service {
     /// time, so that their memory (up to a few times `max_upload_bytes`
     /// each) does not add up over uploads sent at once.
     upload_gate: std::sync::Mutex<()>,
+    /// The recent traces of each world (off unless
+    /// [`Service::with_recording`]).
+    pub recorder: crate::recording::Recorder,
 }
 
 impl Service {
@@ -570,7 +573,14 @@ impl Service {
             batch: BatchOptions::default(),
             admin_token,
             upload_gate: std::sync::Mutex::new(()),
+            recorder: crate::recording::Recorder::default(),
         }
+    }
+
+    /// Records the last `queries` traces of each world (0: off).
+    pub fn with_recording(mut self, queries: usize) -> Self {
+        self.recorder = crate::recording::Recorder::new(queries);
+        self
     }
 
     /// The current version of a world, or the error to return.
@@ -606,13 +616,17 @@ impl Service {
     ) -> Result<BatchAnswer, ServiceError> {
         let version = self.world(world)?;
         self.check_count(lines.len())?;
-        if entities.is_some() || lines.iter().any(|l| l.entities.is_some()) {
-            return self.run_scene(&version, entities, lines);
-        }
-        let world_view = version.world.view();
-        let queries = crate::query::requests_in(lines, &world_view)
-            .map_err(|(index, error)| ServiceError::BadQuery { index, error })?;
-        Ok(self.run(&version, &queries))
+        let answer = if entities.is_some() || lines.iter().any(|l| l.entities.is_some()) {
+            self.run_scene(&version, entities, lines)?
+        } else {
+            let world_view = version.world.view();
+            let queries = crate::query::requests_in(lines, &world_view)
+                .map_err(|(index, error)| ServiceError::BadQuery { index, error })?;
+            self.run(&version, &queries)
+        };
+        self.recorder
+            .record(world, version.version, entities, lines, &answer.results);
+        Ok(answer)
     }
 
     /// Answers a packed batch through the batch kernel, with no line or
@@ -647,6 +661,9 @@ impl Service {
             }
             PackedResults::Traces(out)
         };
+        if self.recorder.is_on() {
+            self.record_packed(&version, batch, &results)?;
+        }
         Ok(PackedAnswer {
             world: version.name.clone(),
             version: version.version,
@@ -655,6 +672,35 @@ impl Service {
             point_contents: Vec::new(),
             movement: Vec::new(),
         })
+    }
+
+    /// Records a packed batch answered without query lines.
+    fn record_packed(
+        &self,
+        version: &WorldVersion,
+        batch: &PackedTraces,
+        results: &PackedResults,
+    ) -> Result<(), ServiceError> {
+        let answers: Vec<Answer> = match results {
+            PackedResults::Hits(hits) => hits
+                .iter()
+                .map(|&hit| Answer::Hit(crate::query::HitAnswer { hit }))
+                .collect(),
+            PackedResults::Traces(traces) => (0..traces.len())
+                .filter_map(|i| traces.get(i))
+                .map(|r| Answer::Trace((&r).into()))
+                .collect(),
+            // (Ticks take the line path.)
+            PackedResults::Mixed { .. } => return Ok(()),
+        };
+        self.recorder.record(
+            &version.name,
+            version.version,
+            None,
+            &batch.lines()?,
+            &answers,
+        );
+        Ok(())
     }
 
     /// Point contents for a list of points.
@@ -769,6 +815,7 @@ impl Service {
             return Err(ServiceError::BadWorldName(name.to_owned()));
         }
         if self.registry.unload(name) {
+            self.recorder.forget(name);
             Ok(())
         } else {
             Err(ServiceError::UnknownWorld(name.to_owned()))

@@ -48,6 +48,7 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         curves,
         http_addr,
         grpc_addr,
+        record_queries,
         ..
     } = settings;
     let registry = Arc::new(Registry::new(CompileOptions {
@@ -55,7 +56,8 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         ..Default::default()
     }));
     load_initial_worlds(&registry, &options)?;
-    let service = Arc::new(Service::new(registry, limits, admin_token));
+    let service =
+        Arc::new(Service::new(registry, limits, admin_token).with_recording(record_queries));
     let metrics = Arc::new(Metrics::new().context("cannot set up metrics")?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
