@@ -71,6 +71,8 @@ pub fn router(state: HttpState) -> Router {
             "/v1/worlds/{name}/contents",
             post(contents_post).route_layer(query_length),
         )
+        .merge(super::ui::routes())
+        .merge(super::recent::routes())
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         // Every other route's (the upload route's own layer, inside, wins).
@@ -80,7 +82,7 @@ pub fn router(state: HttpState) -> Router {
 }
 
 /// An error as the JSON error body with its status.
-struct ApiError(ServiceError);
+pub(super) struct ApiError(pub(super) ServiceError);
 
 /// The code of an error response, for [`count_errors`].
 #[derive(Debug, Clone, Copy)]
@@ -123,7 +125,7 @@ async fn method_not_allowed(method: Method) -> ApiError {
 
 /// The `{name}` of a world route, as sent (the service validates it); a
 /// path that does not decode is a malformed request.
-struct WorldName(String);
+pub(super) struct WorldName(pub(super) String);
 
 impl<S: Send + Sync> FromRequestParts<S> for WorldName {
     type Rejection = ApiError;
@@ -433,7 +435,7 @@ fn query_from_url(raw: &str) -> Result<QueryLine, ServiceError> {
     Ok(line)
 }
 
-fn parse_mask(v: &str) -> Option<u32> {
+pub(super) fn parse_mask(v: &str) -> Option<u32> {
     match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
         Some(hex) => u32::from_str_radix(hex, 16).ok(),
         None => v.parse().ok(),

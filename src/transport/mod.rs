@@ -4,6 +4,8 @@ pub(crate) mod accept;
 pub mod grpc;
 pub mod http;
 pub mod http_listener;
+mod recent;
+mod ui;
 
 use crate::metrics::Metrics;
 use crate::service::{Service, ServiceError};

@@ -2,6 +2,7 @@
 //! subsets under `tests/data/` (never `/work/shared`).
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod python;
 pub mod server;
 

@@ -11,6 +11,7 @@ mod batch;
 mod cli;
 mod conformance;
 mod cores;
+mod debug_page;
 mod deploy;
 mod entities;
 mod features;

@@ -719,7 +719,7 @@ fn every_error_is_a_counted_json_body() {
             .unwrap_or_default()
             .to_owned()
     };
-    for path in ["/", "/v1/worlds/", "/v1/nope"] {
+    for path in ["/v1/worlds/", "/v1/nope", "/ui/nope.js"] {
         expect(get(&base, path), 404, "not_found", None);
     }
 
