@@ -499,5 +499,9 @@ mod tests {
         assert!(settings.server.grpc.max_connection_age.is_none());
         let args = parse(serve_command(), &["--max-queries", "0"]);
         assert!(args.settings().is_err());
+        let args = parse(serve_command(), &["--record-queries", "1048577"]);
+        assert!(args.settings().is_err());
+        let args = parse(serve_command(), &["--record-queries", "1048576"]);
+        assert_eq!(args.settings().expect("in range").record_queries, 1 << 20);
     }
 }

@@ -91,8 +91,14 @@ fn debug_page_in_a_browser() {
         "canvas drawn {drawn:.3}, {colours} colours"
     );
 
-    // A trace typed into the form: the same answer as `bspq trace`, drawn.
+    // A trace typed into the form, with a scene (a mover where the map has
+    // it, a player's box): the same answer as `bspq trace`, drawn.
     let (start, end, mask) = ("-600,-50,50", "-600,-50,-500", "33619969");
+    let scene = r#"[{"id":1,"model":"*1"},{"id":2,"box":{"mins":[-15,-15,-24],"maxs":[15,15,32]},"origin":[-500,-50,-200]}]"#;
+    browser
+        .eval("document.querySelector('details').open = true")
+        .expect("scene shown");
+    browser.type_into("scene", scene).expect("typed");
     browser.type_into("start", start).expect("typed");
     browser.type_into("end", end).expect("typed");
     browser.type_into("mask", mask).expect("typed");
@@ -108,15 +114,16 @@ fn debug_page_in_a_browser() {
     let shown: Value =
         serde_json::from_str(shown.as_str().unwrap_or_default()).expect("JSON shown");
     let line = format!(
-        "{{\"start\":[{start}],\"end\":[{end}],\"mins\":[-15,-15,-24],\"maxs\":[15,15,32],\"mask\":{mask}}}\n"
+        "{{\"entities\":{scene}}}\n{{\"start\":[{start}],\"end\":[{end}],\"mins\":[-15,-15,-24],\"maxs\":[15,15,32],\"mask\":{mask}}}\n"
     );
     let map = map_path("q3dm6ish");
     let expected = bspq_trace(&["--world", map.to_str().expect("utf-8")], &line);
-    assert_eq!(shown["results"][0], expected[0], "page vs bspq trace");
-    assert!(
-        expected[0]["fraction"].as_f64().expect("fraction") < 1.0,
-        "the test trace hits"
+    assert_eq!(shown["results"][0], expected[1], "page vs bspq trace");
+    assert_eq!(
+        expected[1]["entity"], 1022,
+        "the test trace stops on the world"
     );
+    assert!(expected[1]["fraction"].as_f64().expect("fraction") < 1.0);
     let curl = browser
         .eval("document.getElementById('curl').textContent")
         .expect("curl");
@@ -133,6 +140,12 @@ fn debug_page_in_a_browser() {
     let (_, after) = canvas_shot(&mut browser);
     let changed = after.differing(&before, clip);
     assert!(changed > 100, "the trace changed {changed} pixels");
+    // (For the docs: `BSPQ_PAGE_SCREENSHOTS=DIR` keeps the screenshots.)
+    if let Some(dir) = std::env::var_os("BSPQ_PAGE_SCREENSHOTS") {
+        let png = browser.screenshot().expect("a screenshot");
+        std::fs::write(std::path::Path::new(&dir).join("debug-page-trace.png"), png)
+            .expect("screenshot written");
+    }
 
     // Traces other clients send (HTTP and gRPC) appear among the recent ones.
     let agent: ureq::Agent = ureq::Agent::config_builder()
@@ -195,5 +208,51 @@ fn debug_page_in_a_browser() {
             url.starts_with(&format!("{base}/")),
             "request to another host: {url}"
         );
+    }
+}
+
+/// Without `--record-queries` nothing is kept: the route says recording is
+/// off and lists nothing after traces are answered; the page's files are
+/// served with a policy that keeps it to this server.
+#[test]
+fn recording_is_off_unless_asked() {
+    use crate::common::server::TestServer;
+    let server = TestServer::start(None, bspq::service::Limits::default());
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(WAIT))
+        .build()
+        .into();
+    let name = server.registry.names()[0].clone();
+    agent
+        .post(&format!("{}/v1/worlds/{name}/trace", server.base))
+        .send(r#"{"queries":[{"start":[0,0,0],"end":[0,0,-900]}]}"#)
+        .expect("trace");
+    let mut response = agent
+        .get(&format!("{}/v1/worlds/{name}/recent", server.base))
+        .call()
+        .expect("recent");
+    let recent: Value = serde_json::from_reader(response.body_mut().as_reader()).expect("JSON");
+    assert_eq!(recent["capacity"], 0);
+    assert_eq!(recent["recorded"], 0);
+    assert_eq!(recent["traces"], serde_json::json!([]));
+    let bad = agent
+        .get(&format!(
+            "{}/v1/worlds/{name}/recent?kind=cube",
+            server.base
+        ))
+        .call()
+        .expect("answered");
+    assert_eq!(bad.status(), 400);
+    for path in ["/", "/ui/", "/ui/app.js"] {
+        let page = agent
+            .get(&format!("{}{path}", server.base))
+            .call()
+            .expect("page");
+        assert_eq!(page.status(), 200, "{path}");
+        let policy = page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap_or_default();
+        assert!(policy.contains("connect-src 'self'"), "{policy}");
     }
 }

@@ -95,6 +95,13 @@ async function selectWorld(name) {
   state.highlight = null;
   state.recent = null;
   frameBounds(w.bounds);
+  renderer.release(state.boundsMesh);
+  state.boundsMesh = null;
+  if (w.bounds) {
+    const l = new Lines();
+    l.box([0, 0, 0], w.bounds.mins, w.bounds.maxs, [0.35, 0.38, 0.42, 1]);
+    state.boundsMesh = renderer.buffer(l.array());
+  }
   let geometryNote = "";
   try {
     const g = await getJson(`/v1/worlds/${encodeURIComponent(name)}/geometry`);
@@ -254,6 +261,7 @@ function draw() {
           renderer.draw(m.mesh, { model: transform, tint: [0.6, 1, 0.8, 1], translucent: pass });
     }
   }
+  if (state.boundsMesh) renderer.draw(state.boundsMesh, { lines: true });
   if (state.highlight) renderer.draw(state.highlight, { translucent: true });
   if (state.sceneLines) renderer.draw(state.sceneLines, { lines: true });
   if ($("recent-on").checked && state.recentMesh) renderer.draw(state.recentMesh, { lines: true });
