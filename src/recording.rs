@@ -201,6 +201,16 @@ impl Recorder {
         }
     }
 
+    /// Counts `n` traces answered but not kept (the head of a batch larger
+    /// than the buffer, recorded without making their lines).
+    pub fn count_unkept(&self, world: &str, n: u64) {
+        if !self.is_on() || n == 0 {
+            return;
+        }
+        let mut worlds = self.worlds.lock().unwrap_or_else(|p| p.into_inner());
+        worlds.entry(world.to_owned()).or_default().recorded += n;
+    }
+
     /// A world's recorded traces that pass `filter`, oldest first.
     pub fn recent(&self, world: &str, filter: &RecentFilter) -> Recent {
         let worlds = self.worlds.lock().unwrap_or_else(|p| p.into_inner());
@@ -378,5 +388,12 @@ mod tests {
         assert_eq!(recent.recorded, 10);
         let xs: Vec<(u64, f64)> = recent.traces.iter().map(|t| (t.seq, t.start[0])).collect();
         assert_eq!(xs, [(9, 8.0), (10, 9.0)]);
+        // The same batch's tail recorded alone, its head only counted.
+        let r = Recorder::new(2);
+        r.count_unkept("w", 8);
+        r.record("w", 1, None, &lines[8..], &answers[8..]);
+        let tail = r.recent("w", &RecentFilter::default());
+        let same: Vec<(u64, f64)> = tail.traces.iter().map(|t| (t.seq, t.start[0])).collect();
+        assert_eq!((tail.recorded, same), (10, xs));
     }
 }

@@ -662,7 +662,8 @@ impl Service {
             PackedResults::Traces(out)
         };
         if self.recorder.is_on() {
-            self.record_packed(&version, batch, &results)?;
+            // (`batch.count()` above checked the arrays `line` reads.)
+            self.record_packed(&version, batch, &results);
         }
         Ok(PackedAnswer {
             world: version.name.clone(),
@@ -675,32 +676,28 @@ impl Service {
     }
 
     /// Records a packed batch answered without query lines.
-    fn record_packed(
-        &self,
-        version: &WorldVersion,
-        batch: &PackedTraces,
-        results: &PackedResults,
-    ) -> Result<(), ServiceError> {
+    fn record_packed(&self, version: &WorldVersion, batch: &PackedTraces, results: &PackedResults) {
+        // Only the batch's last `capacity` traces can stay: only they are
+        // made into lines.
+        let n = results.len();
+        let tail = n - n.min(self.recorder.capacity())..n;
         let answers: Vec<Answer> = match results {
-            PackedResults::Hits(hits) => hits
+            PackedResults::Hits(hits) => hits[tail.clone()]
                 .iter()
                 .map(|&hit| Answer::Hit(crate::query::HitAnswer { hit }))
                 .collect(),
-            PackedResults::Traces(traces) => (0..traces.len())
+            PackedResults::Traces(traces) => tail
+                .clone()
                 .filter_map(|i| traces.get(i))
                 .map(|r| Answer::Trace((&r).into()))
                 .collect(),
             // (Ticks take the line path.)
-            PackedResults::Mixed { .. } => return Ok(()),
+            PackedResults::Mixed { .. } => return,
         };
-        self.recorder.record(
-            &version.name,
-            version.version,
-            None,
-            &batch.lines()?,
-            &answers,
-        );
-        Ok(())
+        let lines: Vec<QueryLine> = tail.clone().map(|i| batch.line(i)).collect();
+        self.recorder.count_unkept(&version.name, tail.start as u64);
+        self.recorder
+            .record(&version.name, version.version, None, &lines, &answers);
     }
 
     /// Point contents for a list of points.

@@ -94,6 +94,7 @@ async function selectWorld(name) {
   state.trace = null;
   state.highlight = null;
   state.recent = null;
+  state.sceneFilled = false;
   frameBounds(w.bounds);
   renderer.release(state.boundsMesh);
   state.boundsMesh = null;
@@ -115,9 +116,13 @@ async function selectWorld(name) {
   const ms = Math.round(performance.now() - started);
   window.bspqLoadMs = ms;
   status(`${name} version ${w.version}: loaded in ${ms} ms${geometryNote}`);
-  document.body.dataset.world = name;
   pollRecent();
   redraw();
+  // Drawn: the page's load time (since navigation) for the docs' measurements.
+  requestAnimationFrame(() => {
+    window.bspqReadyMs = Math.round(performance.now());
+    document.body.dataset.world = name;
+  });
 }
 
 function frameBounds(bounds) {
@@ -152,11 +157,21 @@ function buildMeshes() {
     parts.forEach((tris, k) => {
       if (!tris.length) return;
       const data = new Float32Array(tris.length * 3 * STRIDE);
+      const color = CATEGORIES[k].color;
       let o = 0;
       for (const i of tris) {
-        const p = [0, 1, 2].map((j) => { const q = t[3 * i + j] * 3; return [v[q], v[q + 1], v[q + 2]]; });
-        const n = V3.norm(V3.cross(V3.sub(p[1], p[0]), V3.sub(p[2], p[0])));
-        for (const q of p) { data.set([...q, ...n, ...CATEGORIES[k].color], o); o += STRIDE; }
+        const a = t[3 * i] * 3, b = t[3 * i + 1] * 3, c = t[3 * i + 2] * 3;
+        const ux = v[b] - v[a], uy = v[b + 1] - v[a + 1], uz = v[b + 2] - v[a + 2];
+        const wx = v[c] - v[a], wy = v[c + 1] - v[a + 1], wz = v[c + 2] - v[a + 2];
+        let nx = uy * wz - uz * wy, ny = uz * wx - ux * wz, nz = ux * wy - uy * wx;
+        const l = Math.hypot(nx, ny, nz) || 1;
+        nx /= l; ny /= l; nz /= l;
+        for (const q of [a, b, c]) {
+          data[o] = v[q]; data[o + 1] = v[q + 1]; data[o + 2] = v[q + 2];
+          data[o + 3] = nx; data[o + 4] = ny; data[o + 5] = nz;
+          data[o + 6] = color[0]; data[o + 7] = color[1]; data[o + 8] = color[2]; data[o + 9] = color[3];
+          o += STRIDE;
+        }
       }
       state.meshes.push({ model: model.model, category: k, mesh: renderer.buffer(data) });
     });
@@ -488,6 +503,12 @@ function showRecent(recent) {
   if (!recent.capacity) {
     $("recent-status").textContent = "Recording is off: start the server with --record-queries N to see the traces it answers.";
     return;
+  }
+  // The scene a client traced with lately, once per world, when the form has none.
+  if (recent.scene && !state.sceneFilled && !$("scene").value.trim()) {
+    state.sceneFilled = true;
+    $("scene").value = JSON.stringify(recent.scene);
+    setScene(recent.scene);
   }
   $("recent-status").textContent = `${recent.traces.length} shown of ${recent.recorded} recorded (the last ${recent.capacity} kept)`;
   const masks = $("recent-mask");
