@@ -364,7 +364,8 @@ mod tests {
             ..Default::default()
         };
         let seqs: Vec<u64> = r.recent("w", &mask1).traces.iter().map(|t| t.seq).collect();
-        assert_eq!(seqs, [3, 5]);
+        // (#4 named no mask: it has the default, MASK_SOLID = 1.)
+        assert_eq!(seqs, [3, 4, 5]);
         let after = RecentFilter {
             after: Some(4),
             ..Default::default()
