@@ -14,6 +14,8 @@ use crate::trace::{
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+pub mod geometry;
 use subtle::ConstantTimeEq;
 use thiserror::Error;
 
@@ -71,6 +73,8 @@ pub enum ServiceError {
     MethodNotAllowed(String),
     #[error("the server is shutting down; retry on another replica or after a restart")]
     ShuttingDown,
+    #[error("the geometry has {triangles} triangles; the limit is {limit} (ask for one model or a narrower mask)")]
+    GeometryTooLarge { triangles: usize, limit: usize },
 }
 
 /// Why a rejected world name is invalid.
@@ -111,6 +115,7 @@ impl ServiceError {
             ServiceError::NoSuchRoute(_) => "not_found",
             ServiceError::MethodNotAllowed(_) => "method_not_allowed",
             ServiceError::ShuttingDown => "unavailable",
+            ServiceError::GeometryTooLarge { .. } => "geometry_too_large",
         }
     }
 
@@ -132,6 +137,7 @@ impl ServiceError {
             ServiceError::NoSuchRoute(_) => (404, UNIMPLEMENTED),
             ServiceError::MethodNotAllowed(_) => (405, UNIMPLEMENTED),
             ServiceError::ShuttingDown => (503, UNAVAILABLE),
+            ServiceError::GeometryTooLarge { .. } => (413, RESOURCE_EXHAUSTED),
         }
     }
 

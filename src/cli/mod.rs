@@ -6,6 +6,7 @@ mod bench;
 mod check;
 mod compile;
 mod conformance;
+mod export;
 mod health;
 mod inspect;
 mod load;
@@ -52,6 +53,8 @@ enum Command {
     Accuracy(accuracy::AccuracyArgs),
     /// Write ray or box query lines for any world, like the conformance data's.
     Workload(workload::WorkloadArgs),
+    /// Write a world's solid geometry (triangles with contents and surface flags) as .glb, .obj or .json.
+    Export(export::ExportArgs),
 }
 
 /// How to open a world: shared by every subcommand that takes one.
@@ -235,6 +238,7 @@ pub fn run() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Accuracy(args) => accuracy::run(args),
         Command::Workload(args) => workload::run(args),
+        Command::Export(args) => export::run(args),
     };
     match result {
         Ok(code) => code,

@@ -16,6 +16,7 @@ mod deploy;
 mod entities;
 mod features;
 mod fuzz_regressions;
+mod geometry;
 mod hierarchy;
 mod listing;
 mod movement;

