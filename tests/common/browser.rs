@@ -182,17 +182,24 @@ impl Browser {
         Ok(result["result"]["value"].clone())
     }
 
-    /// Waits (at most `timeout`) until `expression` is truthy in the page.
+    /// Waits (at most `timeout`) until `expression` is truthy in the page
+    /// (one that throws, as while the page is still loading, counts as
+    /// false).
     pub fn wait_for(&mut self, expression: &str, timeout: Duration) -> Result<Value, String> {
         let started = Instant::now();
         loop {
-            let value = self.eval(expression)?;
-            if !value.is_null() && value != json!(false) && value != json!("") && value != json!(0)
-            {
+            let (value, error) = match self.eval(expression) {
+                Ok(value) => (value, String::new()),
+                Err(e) => (Value::Null, e),
+            };
+            let falsy = [json!(null), json!(false), json!(""), json!(0)];
+            if !falsy.contains(&value) {
                 return Ok(value);
             }
             if started.elapsed() > timeout {
-                return Err(format!("still false after {timeout:?}: {expression}"));
+                return Err(format!(
+                    "still false after {timeout:?}: {expression} {error}"
+                ));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
