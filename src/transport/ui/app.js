@@ -12,7 +12,7 @@ const SURF_SKY = 0x4;
 // is also player clip is drawn as solid).
 const CATEGORIES = [
   { name: "solid", test: (c) => c & CONTENTS.SOLID, color: [0.62, 0.64, 0.68, 1] },
-  { name: "player clip", test: (c) => c & CONTENTS.PLAYERCLIP, color: [0.75, 0.35, 0.95, 0.35] },
+  { name: "player clip", test: (c) => c & CONTENTS.PLAYERCLIP, color: [0.75, 0.35, 0.95, 0.2] },
   { name: "lava", test: (c) => c & CONTENTS.LAVA, color: [1.0, 0.42, 0.1, 0.55] },
   { name: "slime", test: (c) => c & CONTENTS.SLIME, color: [0.45, 0.95, 0.2, 0.5] },
   { name: "water", test: (c) => c & CONTENTS.WATER, color: [0.2, 0.5, 1.0, 0.4] },
@@ -38,7 +38,7 @@ const state = {
   recent: null,
   recentMesh: null,
   pick: [], // points picked for the next trace
-  camera: { target: [0, 0, 0], yaw: -0.8, pitch: 0.6, distance: 2000 },
+  camera: { target: [0, 0, 0], yaw: -0.8, pitch: 0.75, distance: 2000 },
 };
 
 const canvas = $("view");

@@ -153,6 +153,7 @@ class Renderer {
     gl.clearColor(0.08, 0.09, 0.1, 1);
     gl.clear(gl.COLOR_BUFFER_BIT | gl.DEPTH_BUFFER_BIT);
     gl.enable(gl.DEPTH_TEST);
+    gl.depthFunc(gl.LEQUAL);
     gl.enable(gl.BLEND);
     gl.blendFunc(gl.SRC_ALPHA, gl.ONE_MINUS_SRC_ALPHA);
     gl.useProgram(this.program);
@@ -177,7 +178,14 @@ class Renderer {
     gl.uniform1f(loc.lit, lines ? 0 : 1);
     gl.uniform4fv(loc.tint, tint);
     gl.depthMask(!translucent);
+    // Translucent faces lying on solid ones (clip over a wall) drawn just
+    // in front of them rather than speckled through them.
+    if (translucent) {
+      gl.enable(gl.POLYGON_OFFSET_FILL);
+      gl.polygonOffset(-1, -2);
+    }
     gl.drawArrays(lines ? gl.LINES : gl.TRIANGLES, 0, mesh.count);
+    gl.disable(gl.POLYGON_OFFSET_FILL);
     gl.depthMask(true);
   }
 }
