@@ -278,10 +278,11 @@ function draw() {
   }
   if (state.boundsMesh) renderer.draw(state.boundsMesh, { lines: true });
   if (state.highlight) renderer.draw(state.highlight, { translucent: true });
-  if (state.sceneLines) renderer.draw(state.sceneLines, { lines: true });
-  if ($("recent-on").checked && state.recentMesh) renderer.draw(state.recentMesh, { lines: true });
-  if (state.trace) renderer.draw(state.trace.mesh, { lines: true });
-  if (state.pickMesh) renderer.draw(state.pickMesh, { lines: true });
+  // Traces and the scene's boxes show through walls, faint.
+  if (state.sceneLines) renderer.draw(state.sceneLines, { lines: true, xray: true });
+  if ($("recent-on").checked && state.recentMesh) renderer.draw(state.recentMesh, { lines: true, xray: true });
+  if (state.trace) renderer.draw(state.trace.mesh, { lines: true, xray: true });
+  if (state.pickMesh) renderer.draw(state.pickMesh, { lines: true, xray: true });
 }
 
 // Orbit (drag), pan (right or shift drag), zoom (wheel), pick (click).

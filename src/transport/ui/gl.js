@@ -163,7 +163,8 @@ class Renderer {
 
   // Draws `mesh` as TRIANGLES (lit) or LINES; `translucent` draws without
   // writing depth, so what is behind still shows.
-  draw(mesh, { lines = false, model = M4.identity(), tint = [1, 1, 1, 1], translucent = false } = {}) {
+  // `xray` draws lines a second time, faint, through whatever hides them.
+  draw(mesh, { lines = false, model = M4.identity(), tint = [1, 1, 1, 1], translucent = false, xray = false } = {}) {
     if (!mesh || mesh.count === 0) return;
     const gl = this.gl, loc = this.loc;
     gl.bindBuffer(gl.ARRAY_BUFFER, mesh.buffer);
@@ -186,6 +187,12 @@ class Renderer {
     }
     gl.drawArrays(lines ? gl.LINES : gl.TRIANGLES, 0, mesh.count);
     gl.disable(gl.POLYGON_OFFSET_FILL);
+    if (xray) {
+      gl.disable(gl.DEPTH_TEST);
+      gl.uniform4fv(loc.tint, [tint[0], tint[1], tint[2], tint[3] * 0.45]);
+      gl.drawArrays(lines ? gl.LINES : gl.TRIANGLES, 0, mesh.count);
+      gl.enable(gl.DEPTH_TEST);
+    }
     gl.depthMask(true);
   }
 }
