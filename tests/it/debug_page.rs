@@ -80,6 +80,8 @@ fn debug_page_in_a_browser() {
     let load_ms = browser.eval("window.bspqLoadMs").expect("load time");
     let _ = writeln!(std::io::stderr(), "{TEST}: q3dm6ish loaded in {load_ms} ms");
 
+    // Cut the ceilings off (the height slice), to see into the rooms.
+    browser.type_into("slice-max", "150").expect("typed");
     // The canvas is drawn: a good share of it is not background, in many shades.
     browser
         .eval("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
