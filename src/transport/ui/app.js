@@ -277,7 +277,7 @@ function draw() {
     }
   }
   if (state.boundsMesh) renderer.draw(state.boundsMesh, { lines: true });
-  if (state.highlight) renderer.draw(state.highlight, { translucent: true });
+  if (state.highlight) renderer.draw(state.highlight, { translucent: true, xray: true });
   // Traces and the scene's boxes show through walls, faint.
   if (state.sceneLines) renderer.draw(state.sceneLines, { lines: true, xray: true });
   if ($("recent-on").checked && state.recentMesh) renderer.draw(state.recentMesh, { lines: true, xray: true });
