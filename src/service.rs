@@ -15,6 +15,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub mod floor;
 pub mod geometry;
 use subtle::ConstantTimeEq;
 use thiserror::Error;
@@ -75,6 +76,8 @@ pub enum ServiceError {
     ShuttingDown,
     #[error("the geometry has {triangles} triangles; the limit is {limit} (ask for one model or a narrower mask)")]
     GeometryTooLarge { triangles: usize, limit: usize },
+    #[error("the floor grid has {cells} cells; the limit is {limit} (a coarser spacing or a smaller rectangle)")]
+    GridTooLarge { cells: usize, limit: usize },
 }
 
 /// Why a rejected world name is invalid.
@@ -116,6 +119,7 @@ impl ServiceError {
             ServiceError::MethodNotAllowed(_) => "method_not_allowed",
             ServiceError::ShuttingDown => "unavailable",
             ServiceError::GeometryTooLarge { .. } => "geometry_too_large",
+            ServiceError::GridTooLarge { .. } => "grid_too_large",
         }
     }
 
@@ -129,7 +133,8 @@ impl ServiceError {
             | ServiceError::BadScene(_)
             | ServiceError::TooManyQueries { .. }
             | ServiceError::Malformed(_)
-            | ServiceError::LoadFailed(_) => (400, INVALID_ARGUMENT),
+            | ServiceError::LoadFailed(_)
+            | ServiceError::GridTooLarge { .. } => (400, INVALID_ARGUMENT),
             ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
             ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),

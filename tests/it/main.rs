@@ -14,6 +14,7 @@ mod cores;
 mod deploy;
 mod entities;
 mod features;
+mod floor;
 mod fuzz_regressions;
 mod geometry;
 mod hierarchy;
