@@ -57,7 +57,9 @@ pub struct ServeArgs {
         default_value = "127.0.0.1:50051"
     )]
     pub grpc_addr: String,
-    /// Most gRPC requests (streams) served at once on one connection.
+    /// Most gRPC calls (HTTP/2 streams: unary calls and open streams alike)
+    /// open at once on one connection; clients hold further calls until one
+    /// ends.
     #[arg(
         long,
         env = "BSPQ_GRPC_CONCURRENCY",
