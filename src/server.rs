@@ -175,10 +175,17 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
     let mut stop_for_server = stop_rx.clone();
+    let http_metrics = Arc::clone(&metrics);
     let http_server = async move {
-        http_listener::serve(http, app, options.http_read_timeout, async move {
-            let _ = stop_for_server.wait_for(|s| *s).await;
-        })
+        http_listener::serve(
+            http,
+            app,
+            http_metrics,
+            options.http_read_timeout,
+            async move {
+                let _ = stop_for_server.wait_for(|s| *s).await;
+            },
+        )
         .await;
         anyhow::Ok(())
     };

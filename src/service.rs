@@ -71,6 +71,33 @@ pub enum ServiceError {
     MethodNotAllowed(String),
     #[error("the server is shutting down; retry on another replica or after a restart")]
     ShuttingDown,
+    /// A request head the HTTP parser refused (the router never saw it).
+    #[error("the request line or a header is not valid HTTP/1.1 (paths and queries are percent-encoded ASCII)")]
+    BadRequestHead,
+    #[error("the request path and query are longer than the server reads")]
+    UriTooLong,
+    #[error("the request head (request line and headers) is larger than the server reads")]
+    HeadersTooLarge,
+}
+
+/// The longest error message sent to a client, in bytes (before the
+/// marker saying how much was cut).
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 512;
+
+/// `message` cut to [`MAX_ERROR_MESSAGE_BYTES`] on a character boundary,
+/// saying how many bytes were left out.
+fn capped_message(mut message: String) -> String {
+    if message.len() <= MAX_ERROR_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_ERROR_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = message.len() - end;
+    message.truncate(end);
+    message.push_str(&format!("… ({cut} more bytes)"));
+    message
 }
 
 /// Why a rejected world name is invalid.
@@ -111,6 +138,9 @@ impl ServiceError {
             ServiceError::NoSuchRoute(_) => "not_found",
             ServiceError::MethodNotAllowed(_) => "method_not_allowed",
             ServiceError::ShuttingDown => "unavailable",
+            ServiceError::BadRequestHead => "malformed_request",
+            ServiceError::UriTooLong => "uri_too_long",
+            ServiceError::HeadersTooLarge => "headers_too_large",
         }
     }
 
@@ -132,6 +162,9 @@ impl ServiceError {
             ServiceError::NoSuchRoute(_) => (404, UNIMPLEMENTED),
             ServiceError::MethodNotAllowed(_) => (405, UNIMPLEMENTED),
             ServiceError::ShuttingDown => (503, UNAVAILABLE),
+            ServiceError::BadRequestHead => (400, INVALID_ARGUMENT),
+            ServiceError::UriTooLong => (414, RESOURCE_EXHAUSTED),
+            ServiceError::HeadersTooLarge => (431, RESOURCE_EXHAUSTED),
         }
     }
 
@@ -145,8 +178,13 @@ impl ServiceError {
     }
 
     /// The JSON error body: `{"error":{"code","message","query_index"}}`.
+    /// The message is cut to [`MAX_ERROR_MESSAGE_BYTES`]: it quotes what the
+    /// client sent (a name, a path, a field), and a megabyte name must not
+    /// come back as a megabyte answer (nor push a gRPC status message past
+    /// the client's header limit, which turns the error into another one).
     pub fn to_json(&self) -> serde_json::Value {
-        let mut error = serde_json::json!({"code": self.code(), "message": self.to_string()});
+        let message = capped_message(self.to_string());
+        let mut error = serde_json::json!({"code": self.code(), "message": message});
         if let Some(i) = self.query_index() {
             error["query_index"] = i.into();
         }
@@ -896,6 +934,22 @@ mod tests {
             rfc3339(UNIX_EPOCH + Duration::from_secs(300_000_000_000)),
             "9999-12-31T23:59:59.999Z"
         );
+    }
+
+    #[test]
+    fn error_messages_quote_at_most_the_cap() {
+        let long = ServiceError::BadWorldName("é".repeat(100_000));
+        let message = long.to_json()["error"]["message"]
+            .as_str()
+            .expect("a message")
+            .to_owned();
+        let full = long.to_string();
+        let kept = message.split("… (").next().expect("the kept part");
+        assert!(kept.len() <= MAX_ERROR_MESSAGE_BYTES);
+        assert!(full.starts_with(kept));
+        assert!(message.ends_with(&format!("({} more bytes)", full.len() - kept.len())));
+        let short = ServiceError::UnknownWorld("q3dm6ish".into());
+        assert_eq!(short.to_json()["error"]["message"], short.to_string());
     }
 
     #[test]

@@ -12,12 +12,15 @@
 //! no timer running.)
 
 use super::accept::next_connection;
+use super::head_errors::HeadErrorBodies;
+use crate::metrics::Metrics;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tower_http::timeout::RequestBodyTimeoutLayer;
@@ -28,6 +31,7 @@ use tower_http::timeout::RequestBodyTimeoutLayer;
 pub async fn serve(
     listener: TcpListener,
     app: Router,
+    metrics: Arc<Metrics>,
     read_timeout: Duration,
     stop: impl Future<Output = ()>,
 ) {
@@ -46,7 +50,10 @@ pub async fn serve(
         };
         let service = TowerToHyperService::new(app.clone());
         let connection = builder
-            .serve_connection(TokioIo::new(stream), service)
+            .serve_connection(
+                TokioIo::new(HeadErrorBodies::new(stream, Arc::clone(&metrics))),
+                service,
+            )
             .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

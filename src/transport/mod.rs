@@ -2,6 +2,7 @@
 
 pub(crate) mod accept;
 pub mod grpc;
+pub(crate) mod head_errors;
 pub mod http;
 pub mod http_listener;
 

@@ -134,3 +134,122 @@ async fn grpc_concurrency_bounds_open_streams_per_connection() {
     }
     assert_eq!(answered.load(Ordering::SeqCst), 6);
 }
+
+/// An error quotes at most a bounded part of a bad name: a megabyte name
+/// over gRPC is `INVALID_ARGUMENT` with a short message (a megabyte status
+/// message used to pass the client's header limit and turn into another
+/// error), and a 60 KB name over HTTP a short JSON body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_quote_a_bounded_part_of_a_bad_name() {
+    let server = TestServer::start(None, Limits::default());
+    let mut client = server.collision().await;
+    let mut request = rays(1);
+    request.world = "n".repeat(1 << 20);
+    let status = client.trace(request).await.expect_err("a bad name");
+    assert_eq!(
+        status.code(),
+        Code::InvalidArgument,
+        "{:.200}",
+        status.message()
+    );
+    assert!(
+        status.message().len() < 2048,
+        "{} bytes",
+        status.message().len()
+    );
+    let body: serde_json::Value = serde_json::from_str(status.message()).expect("JSON body");
+    assert_eq!(body["error"]["code"], "bad_world_name");
+
+    let base = server.base.clone();
+    let (status, body) = tokio::task::spawn_blocking(move || {
+        let name = "n".repeat(60_000);
+        http_call("GET", &format!("{base}/v1/worlds/{name}"))
+    })
+    .await
+    .expect("task");
+    assert_eq!(status, 400);
+    assert!(body.len() < 2048, "{} bytes", body.len());
+    let body: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
+    assert_eq!(body["error"]["code"], "bad_world_name");
+}
+
+/// `method url` with ureq: the status and the body, whatever the status.
+fn http_call(method: &str, url: &str) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into();
+    let request = ureq::http::Request::builder()
+        .method(method)
+        .uri(url)
+        .body(())
+        .expect("a request");
+    let mut response = agent.run(request).expect("an answer");
+    let text = response.body_mut().read_to_string().expect("a body");
+    (response.status().as_u16(), text)
+}
+
+/// Sends `raw` on a new connection and reads the whole answer (the server
+/// closes the connection after refusing a head).
+fn raw_exchange(addr: std::net::SocketAddr, raw: &[u8]) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connects");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    // The server may answer and close before it has read all of `raw`.
+    let _ = stream.write_all(raw);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, head.to_owned(), body.to_owned())
+}
+
+/// Request heads the HTTP parser refuses still get the JSON error body of
+/// the error table (they used to get an empty body).
+#[test]
+fn refused_request_heads_get_the_json_error_body() {
+    let server = TestServer::start(None, Limits::default());
+    let long_path = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(100_000));
+    let big_header = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "b".repeat(1 << 20)
+    );
+    let cases: [(&[u8], u16, &str); 5] = [
+        (big_header.as_bytes(), 431, "headers_too_large"),
+        (long_path.as_bytes(), 414, "uri_too_long"),
+        (
+            b"GET /v1/worlds/\xff HTTP/1.1\r\nHost: x\r\n\r\n",
+            400,
+            "malformed_request",
+        ),
+        (
+            b"GET /v1/worlds?x=\xff HTTP/1.1\r\nHost: x\r\n\r\n",
+            400,
+            "malformed_request",
+        ),
+        (b"\x01\x02garbage\r\n\r\n", 400, "malformed_request"),
+    ];
+    for (raw, want_status, want_code) in cases {
+        let (status, head, body) = raw_exchange(server.http, raw);
+        assert_eq!(status, want_status, "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{head}"
+        );
+        let body: serde_json::Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("{want_status}: not JSON ({e}): {body:?}"));
+        assert_eq!(body["error"]["code"], want_code);
+    }
+    // Refused heads are counted like other errors.
+    let metrics = http_call("GET", &format!("{}/metrics", server.base)).1;
+    assert!(metrics.contains("code=\"headers_too_large\""), "{metrics}");
+}
