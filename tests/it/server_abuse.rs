@@ -253,3 +253,30 @@ fn refused_request_heads_get_the_json_error_body() {
     let metrics = http_call("GET", &format!("{}/metrics", server.base)).1;
     assert!(metrics.contains("code=\"headers_too_large\""), "{metrics}");
 }
+
+/// `bspq load --transport http` reads answers of any size the server
+/// gives: a full batch of 65 536 traces answers about 13 MiB of JSON, past
+/// the HTTP client's default limit of 10 MiB.
+#[test]
+fn load_over_http_reads_answers_over_ten_mebibytes() {
+    let server = common::server::BinaryServer::start(&["--worlds", "/nonexistent-bspq-worlds"]);
+    let queries = common::oracle_dir("q3dm6ish").join("rays.jsonl.gz");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["load", "--transport", "http", "--url", &server.http_url()])
+        .args(["--world", "q3dm6ish", "--queries"])
+        .arg(&queries)
+        .args(["--batch", "65536", "--concurrency", "1"])
+        .args(["--duration", "30", "--max-requests", "2", "--json"])
+        .output()
+        .expect("bspq load runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("a summary line")).expect("JSON");
+    assert_eq!(summary["errors"], 0, "{stdout}");
+    assert_eq!(summary["requests"], 2);
+}
