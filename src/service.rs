@@ -23,6 +23,8 @@ pub struct Limits {
     pub max_queries_per_request: usize,
     pub max_body_bytes: usize,
     pub max_upload_bytes: usize,
+    /// Queries held at once over all requests (admission control).
+    pub max_queries_in_flight: usize,
 }
 
 impl Default for Limits {
@@ -31,6 +33,7 @@ impl Default for Limits {
             max_queries_per_request: 65_536,
             max_body_bytes: 32 << 20,
             max_upload_bytes: 256 << 20,
+            max_queries_in_flight: 1 << 19,
         }
     }
 }
@@ -63,6 +66,12 @@ pub enum ServiceError {
     LoadFailed(String),
     #[error("request body exceeds the limit of {0} bytes")]
     TooLarge(usize),
+    /// Admission control: the queries held by the server would pass its
+    /// budget.
+    #[error("the server holds its budget of {budget} queries; this batch of {queries} is refused: retry later or on another replica")]
+    Overloaded { queries: usize, budget: usize },
+    #[error("the server holds its maximum of open connections; retry later or on another replica")]
+    TooManyConnections,
     #[error("internal error: {0}")]
     Internal(String),
     #[error("no route {0:?} (see GET /v1/worlds)")]
@@ -134,6 +143,8 @@ impl ServiceError {
             ServiceError::AdminDisabled => "admin_disabled",
             ServiceError::LoadFailed(_) => "load_failed",
             ServiceError::TooLarge(_) => "too_large",
+            ServiceError::Overloaded { .. } => "overloaded",
+            ServiceError::TooManyConnections => "too_many_connections",
             ServiceError::Internal(_) => "internal",
             ServiceError::NoSuchRoute(_) => "not_found",
             ServiceError::MethodNotAllowed(_) => "method_not_allowed",
@@ -158,6 +169,8 @@ impl ServiceError {
             ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
             ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),
+            ServiceError::Overloaded { .. } => (429, RESOURCE_EXHAUSTED),
+            ServiceError::TooManyConnections => (503, UNAVAILABLE),
             ServiceError::Internal(_) => (500, INTERNAL),
             ServiceError::NoSuchRoute(_) => (404, UNIMPLEMENTED),
             ServiceError::MethodNotAllowed(_) => (405, UNIMPLEMENTED),
@@ -597,6 +610,8 @@ pub struct Service {
     /// time, so that their memory (up to a few times `max_upload_bytes`
     /// each) does not add up over uploads sent at once.
     upload_gate: std::sync::Mutex<()>,
+    /// The queries held at once, against `limits.max_queries_in_flight`.
+    pub admission: Arc<crate::transport::admission::Admission>,
 }
 
 impl Service {
@@ -604,10 +619,11 @@ impl Service {
         let admin_token = admin_token.filter(|t| !t.is_empty());
         Self {
             registry,
-            limits,
             batch: BatchOptions::default(),
             admin_token,
             upload_gate: std::sync::Mutex::new(()),
+            admission: crate::transport::admission::Admission::new(limits.max_queries_in_flight),
+            limits,
         }
     }
 
@@ -796,9 +812,12 @@ impl Service {
             .upload_gate
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // An archive's map may inflate to the upload limit, as if sent as is.
+        // An archive's map may inflate to the upload limit, as if sent as
+        // is, and no further than any map member.
+        let inflate_limit =
+            (self.limits.max_upload_bytes as u64).min(crate::source::pk3::MAX_MEMBER_BYTES);
         self.registry
-            .load_bytes_within(name, bytes, "upload", self.limits.max_upload_bytes as u64)
+            .load_bytes_within(name, bytes, "upload", inflate_limit)
             .map_err(|e| ServiceError::LoadFailed(e.to_string()))
     }
 

@@ -564,12 +564,11 @@ impl GrpcState {
         queries: Option<usize>,
         work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, Status> {
-        let inline = queries.is_some_and(|n| n <= super::INLINE_QUERIES);
         super::run_work(
             &self.service,
             &self.metrics,
             (kind, TRANSPORT),
-            inline,
+            queries,
             work,
         )
         .await
@@ -961,6 +960,7 @@ pub async fn serve(
         impl tonic_health::pb::health_server::Health,
     >,
     listener: tokio::net::TcpListener,
+    connections: super::connections::ConnectionLimit,
 ) -> anyhow::Result<()> {
     let limits = &state.service.limits;
     let decode = limits.max_body_bytes;
@@ -1018,7 +1018,12 @@ pub async fn serve(
         .add_service(collision)
         .add_service(admin)
         .serve_with_incoming_shutdown(
-            super::accept::with_http2_preface(listener, options.preface_timeout),
+            super::accept::with_http2_preface(
+                listener,
+                options.preface_timeout,
+                connections,
+                Arc::clone(&state.metrics),
+            ),
             async move {
                 let _ = stop.wait_for(|s| *s).await;
             },

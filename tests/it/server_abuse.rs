@@ -280,3 +280,203 @@ fn load_over_http_reads_answers_over_ten_mebibytes() {
     assert_eq!(summary["errors"], 0, "{stdout}");
     assert_eq!(summary["requests"], 2);
 }
+
+fn server_with(options: ServerOptions, limits: Limits) -> TestServer {
+    TestServer::start_with(options, limits)
+}
+
+/// Past `--max-connections` a new connection is answered 503 with the JSON
+/// error body and closed, and counted; once one closes, clients are served
+/// again.
+#[test]
+fn connections_past_the_limit_are_refused_at_once() {
+    use std::io::Read;
+    let server = server_with(
+        ServerOptions {
+            max_connections: 2,
+            ..Default::default()
+        },
+        Limits::default(),
+    );
+    let idle: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(server.http).expect("connects"))
+        .collect();
+    // The idle two hold both slots (the server takes them in order).
+    std::thread::sleep(Duration::from_millis(200));
+    let (status, head, body) =
+        raw_exchange(server.http, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(status, 503, "{head}");
+    let body: serde_json::Value = serde_json::from_str(&body).expect("JSON body");
+    assert_eq!(body["error"]["code"], "too_many_connections");
+    // A gRPC connection over the limit is closed before any answer.
+    let mut grpc = std::net::TcpStream::connect(server.grpc).expect("connects");
+    grpc.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut buf = [0u8; 16];
+    assert!(matches!(grpc.read(&mut buf), Ok(0) | Err(_)), "closed");
+    drop(idle);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _, _) = raw_exchange(
+            server.http,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        if status == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still refused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let metrics = http_call("GET", &format!("{}/metrics", server.base)).1;
+    for refused in [
+        "bspq_connections_refused_total{transport=\"http\"}",
+        "bspq_connections_refused_total{transport=\"grpc\"}",
+    ] {
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(refused))
+            .unwrap_or_else(|| panic!("no {refused} in {metrics}"));
+        assert_ne!(line.split(' ').nth(1), Some("0"), "{line}");
+    }
+}
+
+/// A body dripped slowly enough never to pause past the read timeout
+/// still has to arrive whole within the body timeout.
+#[test]
+fn a_dripped_body_meets_the_whole_body_deadline() {
+    use std::io::{Read, Write};
+    let server = server_with(
+        ServerOptions {
+            http_body_timeout: Duration::from_secs(1),
+            ..Default::default()
+        },
+        Limits::default(),
+    );
+    let mut stream = std::net::TcpStream::connect(server.http).expect("connects");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .expect("timeout");
+    stream
+        .write_all(
+            b"POST /v1/worlds/q3dm6ish/trace HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{",
+        )
+        .expect("head");
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    // One byte every 200 ms: never a pause near the read timeout (60 s).
+    while started.elapsed() < Duration::from_secs(15) {
+        let _ = stream.write_all(b" ");
+        let mut buf = [0u8; 4096];
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+        if answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.ends_with(b"}") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered after {:?}",
+        started.elapsed()
+    );
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("did not arrive within"), "{answer}");
+}
+
+/// A modest soak: for a few seconds, clients on both transports send good
+/// batches, large batches past a small query budget, bad names, garbage
+/// heads and idle connections at once. Every answer is a good answer or a
+/// refusal from the error table (never a hang or another error), good
+/// batches keep being answered, and the server ends with nothing held.
+/// Operators run the long form with `bspq load --duration` (see
+/// docs/security.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soak_mixed_abuse_for_a_few_seconds() {
+    let server = server_with(
+        ServerOptions {
+            max_connections: 64,
+            ..Default::default()
+        },
+        Limits {
+            max_queries_in_flight: 40_000,
+            ..Limits::default()
+        },
+    );
+    let until = std::time::Instant::now() + Duration::from_secs(4);
+    let client = server.collision().await;
+    let expected_small = client
+        .clone()
+        .trace(rays(64))
+        .await
+        .expect("small")
+        .into_inner();
+    let mut tasks = Vec::new();
+    // gRPC: small ticks and large batches on one channel.
+    for k in 0..4 {
+        let mut client = client.clone();
+        let expected = expected_small.fractions.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut refused) = (0u32, 0u32);
+            while std::time::Instant::now() < until {
+                let request = if k % 2 == 0 { rays(64) } else { rays(30_000) };
+                let mut request = tonic::Request::new(request);
+                request.set_timeout(Duration::from_secs(20));
+                match client.trace(request).await {
+                    Ok(answer) => {
+                        let answer = answer.into_inner();
+                        if k % 2 == 0 {
+                            assert_eq!(answer.fractions, expected);
+                        }
+                        ok += 1;
+                    }
+                    Err(status) => {
+                        assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                        let body: serde_json::Value =
+                            serde_json::from_str(status.message()).expect("JSON body");
+                        assert_eq!(body["error"]["code"], "overloaded");
+                        refused += 1;
+                    }
+                }
+            }
+            (ok, refused)
+        }));
+    }
+    // HTTP: bad names, garbage heads and idle connections.
+    let base = server.base.clone();
+    let addr = server.http;
+    let abuse = tokio::task::spawn_blocking(move || {
+        let mut idle = Vec::new();
+        let mut rounds = 0u32;
+        while std::time::Instant::now() < until {
+            let (status, body) =
+                http_call("GET", &format!("{base}/v1/worlds/{}", "x".repeat(5_000)));
+            assert_eq!(status, 400, "{body}");
+            assert!(body.len() < 2048);
+            let (status, _, _) = raw_exchange(addr, b"\xff\xfe garbage\r\n\r\n");
+            assert_eq!(status, 400);
+            if idle.len() < 8 {
+                idle.push(std::net::TcpStream::connect(addr).expect("connects"));
+            }
+            rounds += 1;
+        }
+        rounds
+    });
+    let mut small_ok = 0;
+    for (k, task) in tasks.into_iter().enumerate() {
+        let (ok, _refused) = task.await.expect("client task");
+        if k % 2 == 0 {
+            small_ok += ok;
+        }
+    }
+    assert!(abuse.await.expect("abuse task") > 0);
+    assert!(small_ok > 0, "small batches were answered");
+    // Nothing is held once the clients are done.
+    let held = server.metrics.in_flight.get();
+    assert_eq!(held, 0, "requests still in flight");
+    let healthz = http_call("GET", &format!("{}/healthz", server.base));
+    assert_eq!(healthz.0, 200);
+}
