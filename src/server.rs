@@ -69,6 +69,12 @@ pub fn load_initial_worlds(registry: &Registry, options: &ServerOptions) -> anyh
             anyhow::bail!("the worlds directory {} is not a directory", dir.display());
         }
         if dir.is_dir() {
+            // Versions continue from the last run's (a read-only directory
+            // keeps them in memory only, with a warning at each load).
+            if let Err(error) = registry.keep_versions_in(&dir.join(crate::registry::VERSION_FILE))
+            {
+                tracing::warn!(%error, dir = %dir.display(), "cannot read the version file: versions start again at 1");
+            }
             // Failures are logged and recorded by the registry.
             let listing = load_dir(registry, dir)?;
             loaded_any =
