@@ -89,6 +89,21 @@ pub struct Registry {
     events: tokio::sync::broadcast::Sender<WorldEvent>,
     /// Where each name's last version is kept across restarts, if anywhere.
     versions: Mutex<Option<VersionFile>>,
+    /// World files the server wrote itself (uploads kept in the worlds
+    /// directory) with their identity, by name: already loaded, so the
+    /// watcher does not load them again.
+    written: Mutex<std::collections::HashMap<String, FileIdentity>>,
+}
+
+/// A file's identity: a replaced file (rename, or a new symlink target)
+/// changes its size, mtime or inode.
+pub type FileIdentity = (u64, SystemTime, u64);
+
+/// The identity of the file at `path` (following symlinks).
+pub fn file_identity(path: &Path) -> Option<FileIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?, m.ino()))
 }
 
 /// The last version of every name, kept in a file (beside the worlds) so
@@ -129,7 +144,24 @@ impl Registry {
             options,
             events,
             versions: Mutex::new(None),
+            written: Mutex::new(Default::default()),
         }
+    }
+
+    /// Notes that the server itself wrote `name`'s world file, whose
+    /// identity is `id`, and loaded it.
+    pub fn mark_written(&self, name: &str, id: FileIdentity) {
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        written.insert(name.to_owned(), id);
+    }
+
+    /// Whether `path` is the file the server wrote for `name` (so it is
+    /// loaded already).
+    pub fn wrote(&self, name: &str, path: &Path) -> bool {
+        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        written
+            .get(name)
+            .is_some_and(|id| file_identity(path) == Some(*id))
     }
 
     /// Keeps every name's last version in `path` from now on, continuing

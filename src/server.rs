@@ -126,6 +126,7 @@ pub async fn run(
     };
     let watcher = match options.worlds_dir.clone().filter(|d| d.is_dir()) {
         Some(dir) => {
+            service.keep_uploads_in(dir.clone());
             let state = DirState::snapshot(&dir);
             let (armed_tx, armed_rx) = tokio::sync::oneshot::channel();
             let task = tokio::spawn(watch_dir(

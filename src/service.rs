@@ -612,6 +612,9 @@ pub struct Service {
     upload_gate: std::sync::Mutex<()>,
     /// The queries held at once, against `limits.max_queries_in_flight`.
     pub admission: Arc<crate::transport::admission::Admission>,
+    /// The worlds directory uploads are written to (unset: uploads live in
+    /// memory only).
+    uploads_dir: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl Service {
@@ -623,6 +626,7 @@ impl Service {
             admin_token,
             upload_gate: std::sync::Mutex::new(()),
             admission: crate::transport::admission::Admission::new(limits.max_queries_in_flight),
+            uploads_dir: std::sync::OnceLock::new(),
             limits,
         }
     }
@@ -816,9 +820,24 @@ impl Service {
         // is, and no further than any map member.
         let inflate_limit =
             (self.limits.max_upload_bytes as u64).min(crate::source::pk3::MAX_MEMBER_BYTES);
-        self.registry
+        let version = self
+            .registry
             .load_bytes_within(name, bytes, "upload", inflate_limit)
-            .map_err(|e| ServiceError::LoadFailed(e.to_string()))
+            .map_err(|e| ServiceError::LoadFailed(e.to_string()))?;
+        if let Some(dir) = self.uploads_dir.get() {
+            crate::uploads::keep(&self.registry, dir, name, bytes).map_err(|error| {
+                ServiceError::Internal(format!(
+                    "world {name:?} serves as version {version} but could not be written to the worlds directory (it will not survive a restart): {error}"
+                ))
+            })?;
+        }
+        Ok(version)
+    }
+
+    /// Writes uploads through to `dir` (the worlds directory) from now on,
+    /// so they survive a restart. Without it they live in memory only.
+    pub fn keep_uploads_in(&self, dir: std::path::PathBuf) {
+        let _ = self.uploads_dir.set(dir);
     }
 
     pub fn unload(&self, name: &str) -> Result<(), ServiceError> {

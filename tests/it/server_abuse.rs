@@ -298,11 +298,20 @@ fn connections_past_the_limit_are_refused_at_once() {
         },
         Limits::default(),
     );
+    let open_connections = |n: i64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while server.metrics.connections_open.get() != n {
+            assert!(std::time::Instant::now() < deadline, "never {n} open");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    // The start-up health check's connection closes first.
+    open_connections(0);
     let idle: Vec<std::net::TcpStream> = (0..2)
         .map(|_| std::net::TcpStream::connect(server.http).expect("connects"))
         .collect();
-    // The idle two hold both slots (the server takes them in order).
-    std::thread::sleep(Duration::from_millis(200));
+    // The idle two hold both slots.
+    open_connections(2);
     let (status, head, body) =
         raw_exchange(server.http, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(status, 503, "{head}");
@@ -479,4 +488,73 @@ async fn soak_mixed_abuse_for_a_few_seconds() {
     assert_eq!(held, 0, "requests still in flight");
     let healthz = http_call("GET", &format!("{}/healthz", server.base));
     assert_eq!(healthz.0, 200);
+}
+
+/// `PUT /v1/worlds/NAME` with the admin token; the status and JSON body.
+fn upload(base: &str, name: &str, bytes: &[u8]) -> (u16, serde_json::Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut response = agent
+        .put(&format!("{base}/v1/worlds/{name}"))
+        .header(
+            "Authorization",
+            &format!("Bearer {}", common::server::TOKEN),
+        )
+        .send(bytes)
+        .expect("an answer");
+    let text = response.body_mut().read_to_string().expect("a body");
+    (
+        response.status().as_u16(),
+        serde_json::from_str(&text).expect("JSON"),
+    )
+}
+
+/// With a worlds directory, an upload is written through to it (and not
+/// loaded a second time by the watcher), so it survives a restart; and a
+/// name's versions go on increasing across the restart.
+#[test]
+fn uploads_survive_a_restart_and_versions_keep_increasing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let map = std::fs::read(common::map_path("q3dm6ish")).expect("map");
+    let pk3 = common::pk3_of(&[("maps/up.bsp", &map)]);
+    let version_of = |server: &TestServer| {
+        let (status, body) = http_call("GET", &format!("{}/v1/worlds/up", server.base));
+        assert_eq!(status, 200, "{body}");
+        let body: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        body["version"].as_u64().expect("a version")
+    };
+    {
+        let server = TestServer::start(Some(dir.path().to_owned()), Limits::default());
+        let (status, body) = upload(&server.base, "up", &map);
+        assert_eq!(
+            (status, &body["version"]),
+            (200, &serde_json::json!(1)),
+            "{body}"
+        );
+        assert_eq!(
+            std::fs::read(dir.path().join("up.bsp")).expect("written through"),
+            map
+        );
+        // Replaced by an archive of the same map: one file of the name.
+        let (status, body) = upload(&server.base, "up", &pk3);
+        assert_eq!(
+            (status, &body["version"]),
+            (200, &serde_json::json!(2)),
+            "{body}"
+        );
+        assert!(!dir.path().join("up.bsp").exists());
+        assert!(dir.path().join("up.pk3").exists());
+        // The watcher (rescanning every 20 ms) does not load it again.
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(version_of(&server), 2);
+    }
+    let server = TestServer::start(Some(dir.path().to_owned()), Limits::default());
+    assert_eq!(
+        version_of(&server),
+        3,
+        "the upload serves after the restart"
+    );
 }
