@@ -8,6 +8,7 @@
 
 use crate::math::Vec3;
 use crate::movement::MIN_WALK_NORMAL;
+use crate::trace::checked_point;
 use crate::trace::{trace_queries, BatchOptions, InvalidTrace, Kernel, TraceQuery, TraceResult};
 use serde::{Deserialize, Serialize};
 
@@ -130,6 +131,8 @@ impl FloorRequest {
         let mins = Vec3::from_array(self.mins.unwrap_or(PLAYER_MINS));
         let maxs = Vec3::from_array(self.maxs.unwrap_or(PLAYER_MAXS));
         let mask = self.mask.unwrap_or(crate::contents::MASK_PLAYERSOLID);
+        // Every cell lies between the corners: checking them checks all.
+        checked_point("to", Vec3::new(self.to[0], self.to[1], self.top))?;
         let at = Vec3::new(self.from[0], self.from[1], self.top);
         let low = Vec3::new(self.from[0], self.from[1], bottom);
         Ok(FloorGrid {
@@ -289,4 +292,78 @@ impl FloorGrid {
         }
         Ok(band)
     }
+}
+
+/// The first line of a floor answer.
+#[derive(Serialize)]
+struct Header<'a> {
+    world: &'a str,
+    version: u64,
+    columns: usize,
+    rows: usize,
+    cells: usize,
+}
+
+/// A band's line: the band and the cells answered so far.
+#[derive(Serialize)]
+struct BandLine<'a> {
+    done: usize,
+    total: usize,
+    #[serde(flatten)]
+    band: &'a FloorBand,
+}
+
+/// Why a floor answer stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum FloorStreamError {
+    #[error("{0}")]
+    Trace(#[from] InvalidTrace),
+    #[error("encoding a floor line: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+impl FloorGrid {
+    /// The answer's NDJSON lines (each ends in a newline), handed to `send`
+    /// one at a time as they are made: a header naming `world` and
+    /// `version`, then one line per band. Stops early when `send` returns
+    /// false (the reader went away).
+    pub fn stream(
+        &self,
+        world: &Kernel,
+        (name, version): (&str, u64),
+        options: &BatchOptions,
+        mut send: impl FnMut(Vec<u8>) -> bool,
+    ) -> Result<(), FloorStreamError> {
+        let header = Header {
+            world: name,
+            version,
+            columns: self.columns,
+            rows: self.rows,
+            cells: self.cells(),
+        };
+        if !send(line(&header)?) {
+            return Ok(());
+        }
+        let mut row = 0;
+        while row < self.rows {
+            let band = self.band(world, row, options)?;
+            row += band.rows;
+            let done = row * self.columns;
+            let total = self.cells();
+            if !send(line(&BandLine {
+                done,
+                total,
+                band: &band,
+            })?) {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn line(value: &impl Serialize) -> Result<Vec<u8>, serde_json::Error> {
+    let mut bytes = serde_json::to_vec(value)?;
+    bytes.push(b'\n');
+    Ok(bytes)
 }

@@ -197,3 +197,27 @@ fn the_floor_route_streams_the_library_cells() {
         serde_json::from_str(&response.body_mut().read_to_string().expect("body")).expect("json");
     assert_eq!(error["error"]["code"], "grid_too_large");
 }
+
+#[test]
+fn the_floor_command_prints_the_library_cells() {
+    let map = common::load_world("q3dm6ish", true);
+    let out = common::bspq_stdout([
+        "floor",
+        common::map_path("q3dm6ish").to_str().expect("path"),
+        r#"{"from":[-880,-780],"to":[780,750],"spacing":12,"top":600}"#,
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    let want = bands(&map, &request(12.0));
+    assert_eq!(lines.len(), want.len() + 1);
+    let header: serde_json::Value = serde_json::from_str(lines[0]).expect("header");
+    assert_eq!(header["world"], "q3dm6ish");
+    assert_eq!(header["cells"].as_u64(), Some(139 * 128));
+    for (line, band) in lines[1..].iter().zip(&want) {
+        let got: serde_json::Value = serde_json::from_str(line).expect("band line");
+        let expected: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(band).expect("json")).expect("json");
+        assert_eq!(got["floor"], expected["floor"]);
+        assert_eq!(got["steps"], expected["steps"]);
+        assert_eq!(got["stand"], expected["stand"]);
+    }
+}
