@@ -7,7 +7,7 @@ use crate::common;
 use bspq::geometry::{map_meshes, world_mesh, Mesh, ALL_CONTENTS};
 use bspq::margins::SURFACE_CLIP_EPSILON;
 use bspq::service::Limits;
-use bspq::{TraceQuery, Vec3};
+use bspq::TraceQuery;
 use common::server::TestServer;
 use glam::DVec3;
 use std::collections::{BTreeMap, HashMap};
@@ -211,7 +211,7 @@ fn rays_at_the_triangles_stop_where_bspq_rays_stop() {
                 (true, Some((t, _))) => {
                     // bspq stops 1/8 unit off the plane it hits: that far
                     // along the plane's normal, further along a slanted ray.
-                    let n = Vec3::from(answer.normal).as_dvec3();
+                    let n = answer.normal.as_dvec3();
                     let cos = (dir.normalize().dot(n)).abs();
                     ((t - answer.fraction as f64) * length * cos).abs()
                         <= SURFACE_CLIP_EPSILON + 0.01
