@@ -7,6 +7,7 @@ mod check;
 mod compile;
 mod conformance;
 mod export;
+mod floor;
 mod health;
 mod inspect;
 mod load;
@@ -55,6 +56,8 @@ enum Command {
     Workload(workload::WorkloadArgs),
     /// Write a world's solid geometry (triangles with contents and surface flags) as .glb, .obj or .json.
     Export(export::ExportArgs),
+    /// Drop a box onto the floor at every point of a grid: NDJSON, as POST /v1/worlds/NAME/floor answers.
+    Floor(floor::FloorArgs),
 }
 
 /// How to open a world: shared by every subcommand that takes one.
@@ -239,6 +242,7 @@ pub fn run() -> ExitCode {
         Command::Accuracy(args) => accuracy::run(args),
         Command::Workload(args) => workload::run(args),
         Command::Export(args) => export::run(args),
+        Command::Floor(args) => floor::run(args),
     };
     match result {
         Ok(code) => code,

@@ -43,7 +43,7 @@ pub fn write(meshes: &[ModelMesh], extras: Value) -> Vec<u8> {
     let mut view = |bin: &mut Vec<u8>, bytes: &[u8], target: u32| -> usize {
         let offset = bin.len();
         bin.extend_from_slice(bytes);
-        while bin.len() % 4 != 0 {
+        while !bin.len().is_multiple_of(4) {
             bin.push(0);
         }
         views.push(
@@ -150,10 +150,10 @@ fn le_bytes(values: &[f32]) -> Vec<u8> {
 /// The GLB container: header, JSON chunk (padded with spaces), binary
 /// chunk (padded with zeros; left out when empty).
 fn container(mut json: Vec<u8>, mut bin: Vec<u8>) -> Vec<u8> {
-    while json.len() % 4 != 0 {
+    while !json.len().is_multiple_of(4) {
         json.push(b' ');
     }
-    while bin.len() % 4 != 0 {
+    while !bin.len().is_multiple_of(4) {
         bin.push(0);
     }
     let bin_chunk = if bin.is_empty() { 0 } else { 8 + bin.len() };

@@ -16,8 +16,11 @@ use crate::world::World;
 /// Corners of one brush or patch closer than this (units) are one vertex:
 /// the polygons of two faces meeting at a corner are cut separately (a
 /// point within the compiler's plane epsilon of a plane is not cut), so
-/// their copies of the corner differ by up to about that epsilon.
-pub const WELD: f64 = 0.05;
+/// their copies of the corner differ by up to about that epsilon; round
+/// brushes have corners a tenth of a unit apart. An eighth of a unit is
+/// the skin every trace keeps off a surface: nothing finer shows in an
+/// answer.
+pub const WELD: f64 = 0.125;
 
 /// What a triangle came from, as the `source` of a [`Mesh`]: `b >= 0` is
 /// brush `b` of the map file, `-1 - s` a patch, map-file surface `s`.
@@ -217,8 +220,20 @@ fn closed_faces(planes: &[(DVec3, f64)], centre: DVec3) -> Vec<(usize, Winding)>
                 .collect();
             (side, around(on, n))
         })
-        .filter(|(_, w)| polygons::area(w) > MIN_FACE_AREA)
+        .filter(|(_, w)| wide(w))
         .collect()
+}
+
+/// Whether a polygon is a face: not thinner than [`WELD`] (its corners
+/// are then welded to its neighbours', which meet without it) and not
+/// smaller than [`MIN_FACE_AREA`].
+fn wide(w: &Winding) -> bool {
+    let n = w.points.len();
+    let perimeter: f64 = (0..n)
+        .map(|i| w.points[i].distance(w.points[(i + 1) % n]))
+        .sum();
+    let area = polygons::area(w);
+    area > MIN_FACE_AREA && 2.0 * area > WELD * perimeter
 }
 
 /// `points` (on a plane with normal `n`) in counter-clockwise order seen

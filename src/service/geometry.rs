@@ -6,8 +6,8 @@ use super::{Service, ServiceError};
 use crate::geometry::{self, glb, obj, ModelMesh, Source};
 use serde::Serialize;
 
-/// Most triangles one answer may hold (the largest development map has
-/// about a tenth of this; the JSON form takes about 40 bytes a triangle).
+/// Most triangles one answer may hold (the largest development maps have
+/// about 25 000; the JSON form takes about 40 bytes a triangle).
 pub const MAX_GEOMETRY_TRIANGLES: usize = 2_000_000;
 
 /// What the caller asked for.

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio_stream::StreamExt;
 
+mod floor;
 mod geometry;
 
 const TRANSPORT: &str = "http";
@@ -64,6 +65,7 @@ pub fn router(state: HttpState) -> Router {
         )
         .route("/v1/worlds/{name}/entities", get(get_entities))
         .route("/v1/worlds/{name}/geometry", get(geometry::get_geometry))
+        .route("/v1/worlds/{name}/floor", post(floor::post_floor))
         .route(
             "/v1/worlds/{name}/trace",
             get(trace_get)
@@ -247,12 +249,11 @@ async fn run_work<T: Send + 'static>(
     queries: Option<usize>,
     work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ServiceError> {
-    let inline = queries.is_some_and(|n| n <= super::INLINE_QUERIES);
     super::run_work(
         &state.service,
         &state.metrics,
         (kind, TRANSPORT),
-        inline,
+        queries,
         work,
     )
     .await

@@ -6,7 +6,9 @@
 use crate::common;
 use bspq::geometry::{map_meshes, world_mesh, Mesh, ALL_CONTENTS};
 use bspq::margins::SURFACE_CLIP_EPSILON;
-use bspq::{TraceQuery, Vec3};
+use bspq::service::Limits;
+use bspq::TraceQuery;
+use common::server::TestServer;
 use glam::DVec3;
 use std::collections::{BTreeMap, HashMap};
 
@@ -111,20 +113,6 @@ fn every_brush_is_a_closed_outward_surface() {
                 if let Err(why) = closed_surface(triangles) {
                     open += 1;
                     eprintln!("{map} model {} brush {source}: {why}", model.model);
-                    if std::env::var("DEBUG_BRUSH").is_ok_and(|b| b == format!("{map}/{source}")) {
-                        let b = world
-                            .brushes
-                            .iter()
-                            .find(|b| b.source_index as i32 == *source)
-                            .unwrap();
-                        for s in &world.brush_sides[b.first_side as usize..][..b.num_sides as usize]
-                        {
-                            eprintln!("plane {:?}", world.planes[s.plane as usize]);
-                        }
-                        for t in triangles {
-                            eprintln!("{t:?}");
-                        }
-                    }
                 }
             }
             brushes += by_brush.len();
@@ -223,19 +211,13 @@ fn rays_at_the_triangles_stop_where_bspq_rays_stop() {
                 (true, Some((t, _))) => {
                     // bspq stops 1/8 unit off the plane it hits: that far
                     // along the plane's normal, further along a slanted ray.
-                    let n = Vec3::from(answer.normal).as_dvec3();
+                    let n = answer.normal.as_dvec3();
                     let cos = (dir.normalize().dot(n)).abs();
                     ((t - answer.fraction as f64) * length * cos).abs()
                         <= SURFACE_CLIP_EPSILON + 0.01
                 }
                 _ => false,
             };
-            if !agree && map_compared - map_agreed < 6 {
-                eprintln!(
-                    "{map}: {line} bspq {answer:?} mesh {mesh_hit:?} {:?}",
-                    mesh_hit.map(|(_, t)| mesh.corners(t))
-                );
-            }
             map_compared += 1;
             map_agreed += agree as usize;
         }
@@ -253,4 +235,179 @@ fn rays_at_the_triangles_stop_where_bspq_rays_stop() {
         100.0 * rate
     );
     assert!(rate >= 0.99, "agreement {rate}");
+}
+
+/// The triangles of `meshes` as (corners, contents, surface flags), sorted.
+type Tagged = Vec<([[u32; 3]; 3], u32, u32)>;
+
+fn tagged(meshes: &[bspq::geometry::ModelMesh]) -> Tagged {
+    let mut out = Tagged::new();
+    for m in meshes {
+        for t in 0..m.mesh.triangle_count() {
+            let c = m.mesh.corners(t).map(|p| p.map(f32::to_bits));
+            out.push((c, m.mesh.contents[t], m.mesh.surface_flags[t]));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Reads a `.glb` with the `gltf` crate: its triangles with the contents
+/// and surface flags of their primitives.
+fn glb_triangles(bytes: &[u8]) -> Tagged {
+    let glb = gltf::Gltf::from_slice(bytes).expect("a valid glTF");
+    let blob = glb.blob.as_deref().expect("a binary chunk");
+    let mut out = Tagged::new();
+    for mesh in glb.document.meshes() {
+        for primitive in mesh.primitives() {
+            assert_eq!(primitive.mode(), gltf::mesh::Mode::Triangles);
+            let extras: serde_json::Value =
+                serde_json::from_str(primitive.extras().as_ref().expect("extras").get())
+                    .expect("extras json");
+            let contents = extras["contents"].as_u64().expect("contents") as u32;
+            let flags = extras["surface_flags"].as_u64().expect("surface_flags") as u32;
+            let reader = primitive.reader(|_| Some(blob));
+            let positions: Vec<[f32; 3]> = reader.read_positions().expect("positions").collect();
+            let indices: Vec<u32> = reader.read_indices().expect("indices").into_u32().collect();
+            for t in indices.chunks_exact(3) {
+                let c = [0, 1, 2].map(|k| positions[t[k] as usize].map(f32::to_bits));
+                out.push((c, contents, flags));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_glb_reads_back_with_every_triangle_and_its_flags() {
+    let loaded = common::load_world("oa_ctf2", true);
+    let meshes = map_meshes(&loaded, ALL_CONTENTS, None).expect("meshes");
+    let bytes = bspq::geometry::glb::write(&meshes, serde_json::json!({}));
+    let glb = gltf::Gltf::from_slice(&bytes).expect("valid");
+    let with_triangles = meshes
+        .iter()
+        .filter(|m| m.mesh.triangle_count() > 0)
+        .count();
+    assert_eq!(glb.document.meshes().count(), with_triangles);
+    assert_eq!(glb_triangles(&bytes), tagged(&meshes));
+    // A mask that meets nothing: a valid file with no mesh.
+    let none = map_meshes(&loaded, 0, None).expect("meshes");
+    let empty = bspq::geometry::glb::write(&none, serde_json::json!({}));
+    assert_eq!(
+        gltf::Gltf::from_slice(&empty)
+            .expect("valid")
+            .document
+            .meshes()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn the_geometry_route_and_the_export_command_give_the_library_triangles() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::copy(common::map_path("q3dm6ish"), dir.path().join("arena.bsp")).expect("copy");
+    let server = TestServer::start(Some(dir.path().to_owned()), Limits::default());
+    let loaded = common::load_world("q3dm6ish", true);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let get = |path: &str, accept: Option<&str>| {
+        let mut request = agent.get(format!("{}{path}", server.base));
+        if let Some(a) = accept {
+            request = request.header("Accept", a);
+        }
+        let mut response = request.call().expect("answer");
+        let kind = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap_or("").to_owned());
+        let bytes = response
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_vec()
+            .expect("body");
+        (response.status().as_u16(), kind.unwrap_or_default(), bytes)
+    };
+    // JSON: every model, the library's numbers.
+    let (status, kind, bytes) = get("/v1/worlds/arena/geometry", None);
+    assert_eq!((status, kind.as_str()), (200, "application/json"));
+    let json: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    assert_eq!(json["world"], "arena");
+    assert_eq!(json["version"], 1);
+    let meshes = map_meshes(&loaded, ALL_CONTENTS, None).expect("meshes");
+    let models = json["models"].as_array().expect("models");
+    assert_eq!(models.len(), meshes.len());
+    for (got, want) in models.iter().zip(&meshes) {
+        assert_eq!(got["model"], want.model);
+        let floats: Vec<f32> = serde_json::from_value(got["vertices"].clone()).expect("vertices");
+        assert_eq!(floats, want.mesh.vertices);
+        let ints: Vec<u32> = serde_json::from_value(got["triangles"].clone()).expect("triangles");
+        assert_eq!(ints, want.mesh.triangles);
+        let c: Vec<u32> = serde_json::from_value(got["contents"].clone()).expect("contents");
+        assert_eq!(c, want.mesh.contents);
+        let f: Vec<u32> = serde_json::from_value(got["surface_flags"].clone()).expect("flags");
+        assert_eq!(f, want.mesh.surface_flags);
+        let s: Vec<i32> = serde_json::from_value(got["source"].clone()).expect("source");
+        assert_eq!(s, want.mesh.source);
+    }
+    // One model, one mask, as a .glb.
+    let (status, kind, bytes) = get(
+        "/v1/worlds/arena/geometry?model=1&mask=0x1&format=glb",
+        None,
+    );
+    assert_eq!((status, kind.as_str()), (200, "model/gltf-binary"));
+    let one = map_meshes(&loaded, 1, Some(1)).expect("model 1");
+    assert_eq!(glb_triangles(&bytes), tagged(&one));
+    // OBJ by Accept: one face line per triangle.
+    let (status, kind, bytes) = get("/v1/worlds/arena/geometry", Some("model/obj"));
+    assert_eq!((status, kind.as_str()), (200, "model/obj"));
+    let text = String::from_utf8(bytes).expect("text");
+    let faces = text.lines().filter(|l| l.starts_with("f ")).count();
+    assert_eq!(
+        faces,
+        meshes
+            .iter()
+            .map(|m| m.mesh.triangle_count())
+            .sum::<usize>()
+    );
+    // Errors.
+    for (path, code) in [
+        ("/v1/worlds/arena/geometry?model=99", "malformed_request"),
+        ("/v1/worlds/arena/geometry?format=stl", "malformed_request"),
+        ("/v1/worlds/nowhere/geometry", "unknown_world"),
+    ] {
+        let (status, _, bytes) = get(path, None);
+        let body: serde_json::Value = serde_json::from_slice(&bytes).expect("error json");
+        assert_eq!(body["error"]["code"], code, "{path}");
+        assert!(status == 400 || status == 404, "{path}: {status}");
+    }
+    // The command writes the same triangles.
+    let glb = dir.path().join("out.glb");
+    common::bspq_stdout([
+        "export".as_ref(),
+        common::map_path("q3dm6ish").as_os_str(),
+        "--mask".as_ref(),
+        "1".as_ref(),
+        "-o".as_ref(),
+        glb.as_os_str(),
+    ]);
+    let written = std::fs::read(&glb).expect("written");
+    assert_eq!(
+        glb_triangles(&written),
+        tagged(&map_meshes(&loaded, 1, None).expect("mask 1"))
+    );
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args([
+            "export",
+            common::map_path("q3dm6ish").to_str().expect("path"),
+            "-o",
+            "out.stl",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!bad.status.success());
 }
