@@ -71,6 +71,9 @@ pub enum ServiceError {
     MethodNotAllowed(String),
     #[error("the server is shutting down; retry on another replica or after a restart")]
     ShuttingDown,
+    /// A bot request (sight matrix, PVS, walk test) that cannot be answered.
+    #[error(transparent)]
+    Bots(crate::bots::BotsError),
 }
 
 /// Why a rejected world name is invalid.
@@ -111,6 +114,7 @@ impl ServiceError {
             ServiceError::NoSuchRoute(_) => "not_found",
             ServiceError::MethodNotAllowed(_) => "method_not_allowed",
             ServiceError::ShuttingDown => "unavailable",
+            ServiceError::Bots(e) => e.code(),
         }
     }
 
@@ -124,7 +128,8 @@ impl ServiceError {
             | ServiceError::BadScene(_)
             | ServiceError::TooManyQueries { .. }
             | ServiceError::Malformed(_)
-            | ServiceError::LoadFailed(_) => (400, INVALID_ARGUMENT),
+            | ServiceError::LoadFailed(_)
+            | ServiceError::Bots(_) => (400, INVALID_ARGUMENT),
             ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
             ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),
@@ -290,8 +295,8 @@ impl PackedAnswer {
                 Answer::Ground(_) | Answer::Slide(_) | Answer::Predict(_) => {
                     movement.push(a.clone())
                 }
-                // Packed batches carry no scene lines.
-                Answer::Scene(_) => {}
+                // Packed batches carry no scene or bot lines.
+                Answer::Scene(_) | Answer::Bots(_) => {}
             }
         }
         let results = if mixed {

@@ -79,6 +79,9 @@ pub struct QueryLine {
     /// Frames of movement until an event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predict: Option<PredictLine>,
+    /// A sight matrix (a bot line takes no other field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sight: Option<crate::bots::SightLine>,
 }
 
 /// A validated query.
@@ -100,6 +103,8 @@ pub enum Request {
     Hull { query: HullQuery, any: bool },
     /// A ground probe, slide move or prediction.
     Movement(MovementQuery),
+    /// A sight matrix, PVS or walk test ([`crate::bots`]).
+    Bots(crate::bots::BotRequest),
 }
 
 impl From<Query> for Request {
@@ -138,6 +143,8 @@ pub enum QueryError {
     MovementWithQuery,
     #[error("movement lines (`ground`, `slide`, `predict`) are answered as requests (`QueryLine::request`), not by plain trace validation")]
     MovementUnsupported,
+    #[error(transparent)]
+    Bots(#[from] crate::bots::BotsError),
 }
 
 impl QueryError {
@@ -160,6 +167,7 @@ impl QueryError {
             QueryError::Movement(e) => e.code(),
             QueryError::MovementWithQuery => "mixed_query",
             QueryError::MovementUnsupported => "movement_unsupported",
+            QueryError::Bots(e) => e.code(),
         }
     }
 }
@@ -189,6 +197,9 @@ impl QueryLine {
         }
         if self.is_movement() {
             return Err(QueryError::MovementUnsupported);
+        }
+        if self.is_bot() {
+            return Err(crate::bots::BotsError::NotATrace.into());
         }
         if let Some(p) = self.point {
             // A mask would be silently ignored: point contents is every
@@ -245,6 +256,9 @@ impl QueryLine {
     }
 
     fn request_with(&self, last: &mut LastShape) -> Result<Request, QueryError> {
+        if let Some(bot) = self.bot() {
+            return bot.map(Request::Bots);
+        }
         if let Some(movement) = self.movement(None) {
             return movement.map(Request::Movement);
         }
@@ -257,6 +271,9 @@ impl QueryLine {
     /// [`Self::request`] for answering against `world`: hull names are looked
     /// up in it (an unknown hull is an error of this line).
     pub fn request_in(&self, world: &crate::trace::Kernel) -> Result<Request, QueryError> {
+        if let Some(bot) = self.bot() {
+            return bot.map(Request::Bots);
+        }
         if let Some(movement) = self.movement(Some(world)) {
             return movement.map(Request::Movement);
         }
@@ -317,6 +334,30 @@ impl QueryLine {
             _ => self.pass,
         };
         pass_of(inner)
+    }
+
+    /// Whether this is a bot line (`sight`).
+    pub fn is_bot(&self) -> bool {
+        self.sight.is_some()
+    }
+
+    /// For a bot line, what it asks (checked); it holds its one object and
+    /// nothing else.
+    pub fn bot(&self) -> Option<Result<crate::bots::BotRequest, QueryError>> {
+        let sight = self.sight.as_ref()?;
+        let alone = QueryLine {
+            sight: Some(sight.clone()),
+            ..QueryLine::default()
+        } == *self;
+        if !alone {
+            return Some(Err(crate::bots::BotsError::WithQuery.into()));
+        }
+        Some(
+            sight
+                .check()
+                .map(crate::bots::BotRequest::Sight)
+                .map_err(QueryError::from),
+        )
     }
 
     /// Whether this is a movement line (`ground`, `slide` or `predict`).
@@ -534,6 +575,7 @@ pub enum Answer {
     Point(PointAnswer),
     Hit(HitAnswer),
     Scene(SceneAnswer),
+    Bots(crate::bots::BotAnswer),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -615,6 +657,11 @@ pub fn answer_request(
             hit: crate::trace::any_hit(world, q, scratch),
         }),
         Request::Movement(m) => answer_movement(world, scratch, m),
+        Request::Bots(b) => Answer::Bots(crate::bots::answer(
+            world,
+            b,
+            &crate::trace::BatchOptions::single_thread(),
+        )),
         Request::Hull { query, any } => {
             let r = crate::trace::trace_hull(world, query, scratch);
             if *any {
@@ -655,7 +702,11 @@ pub fn answer_all(
             // (Never sifted out; answered in full all the same.)
             other => answer_request(world, &mut crate::trace::Scratch::new(), other),
         },
-        |i, scratch| answer_request(world, scratch, &requests[i]),
+        |i, scratch| match &requests[i] {
+            // A matrix is a batch of its own, on the batch's threads.
+            Request::Bots(b) => Answer::Bots(crate::bots::answer(world, b, options)),
+            other => answer_request(world, scratch, other),
+        },
     )
 }
 

@@ -21,6 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio_stream::StreamExt;
 
+mod bots;
+
 const TRANSPORT: &str = "http";
 
 /// What every handler shares.
@@ -71,6 +73,7 @@ pub fn router(state: HttpState) -> Router {
             "/v1/worlds/{name}/contents",
             post(contents_post).route_layer(query_length),
         )
+        .merge(bots::routes(body_max))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         // Every other route's (the upload route's own layer, inside, wins).
