@@ -6,11 +6,14 @@
 #[cfg(feature = "server")]
 pub mod service;
 pub mod sight;
+pub mod walk;
 
 use crate::scene::PlacedScene;
 use crate::trace::{BatchOptions, InvalidTrace, Kernel};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+pub use walk::{walk, Stop, Walk, WalkAnswer, WalkLine};
 
 pub use sight::{
     sight_matrix, sight_matrix_in_scene, Sight, SightLine, SightMatrix, MAX_SIGHT_PAIRS,
@@ -28,6 +31,10 @@ pub enum BotsError {
         index: usize,
         error: InvalidTrace,
     },
+    #[error(transparent)]
+    Movement(crate::movement::MovementError),
+    #[error("`{field}` must be {rule}")]
+    BadSetting { field: &'static str, rule: String },
     #[error("a bot line (`sight`, `pvs`, `walk`) takes no other field")]
     WithQuery,
     #[error("bot lines (`sight`, `pvs`, `walk`) are answered as requests (`QueryLine::request`), not by plain trace validation")]
@@ -45,6 +52,8 @@ impl BotsError {
                 ..
             } => "mins_above_maxs",
             BotsError::BadPoint { .. } => "bad_coordinate",
+            BotsError::Movement(e) => e.code(),
+            BotsError::BadSetting { .. } => "bad_setting",
             BotsError::WithQuery => "mixed_query",
             BotsError::NotATrace | BotsError::Remote => "bots_unsupported",
         }
@@ -55,6 +64,7 @@ impl BotsError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum BotRequest {
     Sight(Sight),
+    Walk(Walk),
 }
 
 /// The answer to a bot line.
@@ -62,6 +72,7 @@ pub enum BotRequest {
 #[serde(untagged)]
 pub enum BotAnswer {
     Sight(SightAnswer),
+    Walk(WalkAnswer),
 }
 
 /// A sight line's answer: one string per eye, one character per target.
@@ -77,6 +88,9 @@ pub fn answer(world: &Kernel, request: &BotRequest, options: &BatchOptions) -> B
         BotRequest::Sight(s) => BotAnswer::Sight(SightAnswer {
             visible: sight_matrix(world, s, options).rows(),
         }),
+        BotRequest::Walk(w) => BotAnswer::Walk(crate::trace::with_scratch(|scratch| {
+            walk(world, w, scratch)
+        })),
     }
 }
 
@@ -90,6 +104,15 @@ pub fn answer_in_scene(
         BotRequest::Sight(s) => BotAnswer::Sight(SightAnswer {
             visible: sight_matrix_in_scene(scene, s, options).rows(),
         }),
+        BotRequest::Walk(w) => {
+            let collider = crate::movement::InScene {
+                scene,
+                pass: w.pass(),
+            };
+            BotAnswer::Walk(crate::trace::with_scratch(|scratch| {
+                walk(&collider, w, scratch)
+            }))
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! world version, with the request's scene, on the service's threads.
 
 use super::sight::{sight_matrix, sight_matrix_in_scene, SightLine, SightMatrix};
+use super::walk::{walk, Walk, WalkAnswer, WalkLine};
 use crate::query::{scene_of, EntityLine, QueryError};
 use crate::registry::WorldVersion;
 use crate::scene::PlacedScene;
@@ -53,5 +54,53 @@ impl Service {
             }
         };
         Ok(answered(&version, matrix))
+    }
+
+    /// Walk tests through `world` (and the scene `entities`), every walk
+    /// checked before any is run; walks are split over the service's
+    /// threads.
+    pub fn walks(
+        &self,
+        world: &str,
+        lines: &[WalkLine],
+        entities: Option<&[EntityLine]>,
+    ) -> Result<Answered<Vec<WalkAnswer>>, ServiceError> {
+        let version = self.world(world)?;
+        let limit = self.limits.max_queries_per_request;
+        if lines.len() > limit {
+            return Err(ServiceError::TooManyQueries {
+                count: lines.len(),
+                limit,
+            });
+        }
+        let walks = lines
+            .iter()
+            .enumerate()
+            .map(|(index, line)| {
+                line.check().map_err(|e| ServiceError::BadQuery {
+                    index,
+                    error: QueryError::Bots(e),
+                })
+            })
+            .collect::<Result<Vec<Walk>, _>>()?;
+        let answers = match entities {
+            None => {
+                let world = version.world.view();
+                crate::trace::run_batch(walks.len(), &self.batch, |i, scratch| {
+                    walk(&world, &walks[i], scratch)
+                })
+            }
+            Some(entities) => {
+                let scene = placed(&version, entities)?;
+                crate::trace::run_batch(walks.len(), &self.batch, |i, scratch| {
+                    let collider = crate::movement::InScene {
+                        scene: &scene,
+                        pass: walks[i].pass(),
+                    };
+                    walk(&collider, &walks[i], scratch)
+                })
+            }
+        };
+        Ok(answered(&version, answers))
     }
 }

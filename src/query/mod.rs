@@ -82,6 +82,9 @@ pub struct QueryLine {
     /// A sight matrix (a bot line takes no other field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sight: Option<crate::bots::SightLine>,
+    /// A walk test (a bot line takes no other field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<crate::bots::WalkLine>,
 }
 
 /// A validated query.
@@ -336,27 +339,30 @@ impl QueryLine {
         pass_of(inner)
     }
 
-    /// Whether this is a bot line (`sight`).
+    /// Whether this is a bot line (`sight`, `walk`).
     pub fn is_bot(&self) -> bool {
-        self.sight.is_some()
+        self.sight.is_some() || self.walk.is_some()
     }
 
     /// For a bot line, what it asks (checked); it holds its one object and
     /// nothing else.
     pub fn bot(&self) -> Option<Result<crate::bots::BotRequest, QueryError>> {
-        let sight = self.sight.as_ref()?;
+        use crate::bots::BotRequest;
+        if !self.is_bot() {
+            return None;
+        }
         let alone = QueryLine {
-            sight: Some(sight.clone()),
+            sight: self.sight.clone(),
+            walk: self.walk.clone(),
             ..QueryLine::default()
         } == *self;
-        if !alone {
-            return Some(Err(crate::bots::BotsError::WithQuery.into()));
-        }
         Some(
-            sight
-                .check()
-                .map(crate::bots::BotRequest::Sight)
-                .map_err(QueryError::from),
+            match (&self.sight, &self.walk) {
+                (Some(sight), None) if alone => sight.check().map(BotRequest::Sight),
+                (None, Some(walk)) if alone => walk.check().map(BotRequest::Walk),
+                _ => Err(crate::bots::BotsError::WithQuery),
+            }
+            .map_err(QueryError::from),
         )
     }
 

@@ -348,3 +348,212 @@ fn sight_lines_in_bspq_trace_follow_the_scene_lines() {
     assert_ne!(alone.rows(), in_scene.rows(), "the box blocks a pair");
     assert_eq!(lines[3]["error"]["code"], "mixed_query");
 }
+
+/// A player's box standing on the floor under `p` (dropped from `p`), or
+/// none where it does not fit or finds no walkable floor.
+fn standing_at(world: &Map, p: Vec3) -> Option<Vec3> {
+    use bspq::movement::{ground, Body};
+    let body = Body::boxed(
+        Vec3::new(-15.0, -15.0, -24.0),
+        Vec3::new(15.0, 15.0, 32.0),
+        bspq::MASK_PLAYERSOLID,
+    )
+    .ok()?;
+    let drop = TraceQuery::boxed(
+        p,
+        p - Vec3::new(0.0, 0.0, 512.0),
+        body.mins(),
+        body.maxs(),
+        bspq::MASK_PLAYERSOLID,
+    )
+    .ok()?;
+    let r = world.trace(&drop);
+    if r.startsolid || r.fraction >= 1.0 {
+        return None;
+    }
+    let mut scratch = Scratch::new();
+    ground(&world.view(), &body, r.endpos, &mut scratch)
+        .walkable
+        .then_some(r.endpos)
+}
+
+/// The walk again from public single moves: each tick one step-slide move
+/// ([`bspq::movement::slide`]) from where the last ended, its velocity
+/// aimed at B and turned along the ground when standing, as the walk
+/// describes itself; the final origin and tick count must agree.
+fn walked_by_single_moves(world: &Map, from: Vec3, to: Vec3, ticks: u32) -> (u32, Vec3) {
+    use bspq::movement::{ground, slide, Body, Motion, SlideQuery};
+    let body = Body::boxed(
+        Vec3::new(-15.0, -15.0, -24.0),
+        Vec3::new(15.0, 15.0, 32.0),
+        bspq::MASK_PLAYERSOLID,
+    )
+    .unwrap();
+    let view = world.view();
+    let mut scratch = Scratch::new();
+    let mut motion = Motion {
+        origin: from,
+        velocity: Vec3::ZERO,
+    };
+    let mut probe = ground(&view, &body, from, &mut scratch);
+    let flat = |v: Vec3| Vec3::new(v.x, v.y, 0.0);
+    for tick in 1..=ticks {
+        let standing = probe
+            .plane()
+            .filter(|n| !(motion.velocity.z > 0.0 && motion.velocity.dot(*n) > 10.0));
+        let query = match standing {
+            Some(n) => {
+                let towards = flat(to - motion.origin);
+                let left = towards.length();
+                let mut v = if left == 0.0 {
+                    Vec3::ZERO
+                } else {
+                    towards * (320f32.min(left / 0.05) / left)
+                };
+                let speed = v.length();
+                if speed > 0.0 {
+                    let backoff = v.dot(n);
+                    let backoff = if backoff < 0.0 {
+                        backoff * 1.001
+                    } else {
+                        backoff / 1.001
+                    };
+                    let c = v - n * backoff;
+                    v = c * (1.0 / c.length()) * speed;
+                }
+                SlideQuery::new(
+                    Motion {
+                        origin: motion.origin,
+                        velocity: v,
+                    },
+                    0.05,
+                    body.clone(),
+                )
+                .unwrap()
+                .with_ground(Some(n))
+                .unwrap()
+            }
+            None => SlideQuery::new(motion, 0.05, body.clone())
+                .unwrap()
+                .with_gravity(800)
+                .unwrap(),
+        };
+        let moved = slide(&view, &query, &mut scratch);
+        motion = moved.motion;
+        probe = moved.ground;
+        let on = probe
+            .plane()
+            .filter(|n| !(motion.velocity.z > 0.0 && motion.velocity.dot(*n) > 10.0));
+        if on.is_some()
+            && flat(to - motion.origin).length() <= 16.0
+            && (motion.origin.z - to.z).abs() <= 18.0
+        {
+            return (tick, motion.origin);
+        }
+    }
+    (ticks, motion.origin)
+}
+
+#[test]
+fn walks_equal_chained_single_moves() {
+    use bspq::bots::{walk, Stop, WalkLine};
+    for map in MAPS {
+        let world = load_world(map, true);
+        let mut rng = common::Rng::new(4344);
+        let mut spots = Vec::new();
+        let (lo, hi) = world.bounds();
+        for _ in 0..4000 {
+            let p = lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
+            if let Some(s) = standing_at(&world, p) {
+                spots.push(s);
+            }
+            if spots.len() == 40 {
+                break;
+            }
+        }
+        assert!(spots.len() >= 20, "{map}: {} spots", spots.len());
+        let mut reasons = std::collections::BTreeMap::new();
+        let mut scratch = Scratch::new();
+        for pair in spots.chunks(2).filter(|p| p.len() == 2) {
+            // Near targets, so that some are reached.
+            let (from, far) = (pair[0], pair[1]);
+            for to in [far, from + (far - from).normalize_or_zero() * 96.0] {
+                let line = WalkLine {
+                    from: from.to_array().map(f64::from),
+                    to: to.to_array().map(f64::from),
+                    ticks: Some(60),
+                    ..Default::default()
+                };
+                let w = line.check().expect("valid walk");
+                let answer = walk(&world.view(), &w, &mut scratch);
+                *reasons.entry(format!("{:?}", answer.reason)).or_insert(0) += 1;
+                assert_eq!(answer.reached, answer.reason == Stop::Reached);
+                if answer.reached {
+                    assert!(answer.distance <= 16.0, "{map}: {answer:?}");
+                }
+                // Walks that ended for a reason the chain does not model
+                // are compared up to their last tick.
+                let (tick, origin) = walked_by_single_moves(&world, from, to, answer.ticks.max(1));
+                if answer.reason != Stop::StartSolid {
+                    assert_eq!(
+                        answer.origin,
+                        origin.to_array(),
+                        "{map}: {from} → {to}: {answer:?}"
+                    );
+                    if answer.reached {
+                        assert_eq!(answer.ticks, tick, "{map}: {from} → {to}");
+                    }
+                }
+            }
+        }
+        assert!(reasons.contains_key("Reached"), "{map}: {reasons:?}");
+        assert!(reasons.len() >= 2, "{map}: {reasons:?}");
+    }
+}
+
+#[test]
+fn walks_over_http_equal_the_library() {
+    use bspq::bots::{walk, WalkLine};
+    use common::server::TestServer;
+    let server = TestServer::start(None, bspq::service::Limits::default());
+    let world = load_world("q3dm6ish", true);
+    let from = standing_at(&world, Vec3::new(592.0, -60.0, 0.0)).expect("the stairs' foot");
+    let walks = vec![
+        WalkLine {
+            from: from.to_array().map(f64::from),
+            to: [800.0, -60.0, 0.0],
+            ..Default::default()
+        },
+        WalkLine {
+            from: from.to_array().map(f64::from),
+            to: [592.0, 300.0, -40.0],
+            jump: Some(true),
+            ..Default::default()
+        },
+    ];
+    let (status, reply) = http_post(
+        &format!("{}/v1/worlds/q3dm6ish/walk", server.base),
+        &serde_json::json!({ "walks": walks }),
+    );
+    assert_eq!(status, 200, "{reply}");
+    let mut scratch = Scratch::new();
+    for (i, line) in walks.iter().enumerate() {
+        let expected = walk(&world.view(), &line.check().unwrap(), &mut scratch);
+        let got: bspq::bots::WalkAnswer =
+            serde_json::from_value(reply["results"][i].clone()).expect("a walk answer");
+        assert_eq!(got, expected);
+    }
+    let (status, reply) = http_post(
+        &format!("{}/v1/worlds/q3dm6ish/walk", server.base),
+        &serde_json::json!({ "walks": [{"from": [0, 0, 0], "to": [1, 1, 1]}, {"from": [0, 0, 0], "to": [1, 1, 1], "ticks": 0}] }),
+    );
+    assert_eq!(
+        (
+            status,
+            reply["error"]["code"].as_str(),
+            reply["error"]["query_index"].as_u64()
+        ),
+        (400, Some("bad_ticks"), Some(1)),
+        "{reply}"
+    );
+}

@@ -2,10 +2,10 @@
 //! routes), thin handlers over the service's bot calls.
 
 use super::{
-    body_bytes, parse_batch, refuse_announced_oversize, run_work, ApiError, HttpState, WorldName,
-    TRANSPORT,
+    body_bytes, parse_batch, parses_as, refuse_announced_oversize, run_work, ApiError, HttpState,
+    WorldName, TRANSPORT,
 };
-use crate::bots::SightLine;
+use crate::bots::{SightLine, WalkAnswer, WalkLine};
 use crate::query::EntityLine;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -24,7 +24,9 @@ pub(super) fn routes(body_max: usize) -> Router<HttpState> {
             refuse_announced_oversize(body_max, req, next)
         }))
     };
-    Router::new().route("/v1/worlds/{name}/sight", route(post(sight_post)))
+    Router::new()
+        .route("/v1/worlds/{name}/sight", route(post(sight_post)))
+        .route("/v1/worlds/{name}/walk", route(post(walk_post)))
 }
 
 #[derive(Deserialize)]
@@ -71,6 +73,45 @@ async fn sight_post(
         world: answer.world,
         version: answer.version,
         visible: answer.answer.rows(),
+    })
+    .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WalkBody {
+    walks: Vec<WalkLine>,
+    #[serde(default)]
+    entities: Option<Vec<EntityLine>>,
+}
+
+#[derive(Serialize)]
+struct WalkReply {
+    world: String,
+    version: u64,
+    results: Vec<WalkAnswer>,
+}
+
+async fn walk_post(
+    State(state): State<HttpState>,
+    WorldName(name): WorldName,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(body, state.service.limits.max_body_bytes)?;
+    let body: WalkBody = parse_batch(&body, &[("walks", parses_as::<WalkLine>)])?;
+    let count = body.walks.len();
+    // A walk is up to a thousand moves: never answered on the reactor.
+    let answer = run_work(&state, "walk", None, move |s| {
+        s.walks(&name, &body.walks, body.entities.as_deref())
+    })
+    .await?;
+    state
+        .metrics
+        .count_batch(&answer.world, "walk", TRANSPORT, count);
+    Ok(Json(WalkReply {
+        world: answer.world,
+        version: answer.version,
+        results: answer.answer,
     })
     .into_response())
 }
