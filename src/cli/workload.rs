@@ -22,6 +22,10 @@
 //! boxes where they fit, and every inline model at its own place), then per
 //! player in turn a move (a quarter crouching), a ground probe, and a shot,
 //! a line of sight (any-hit) or a point, each naming the player as `pass`.
+//! Moves are the same scene line, then one frame of Quake 3's step-slide
+//! move per player in turn (a tick of player movement): running at 320
+//! units/s in any direction over the floor it stands on, or, for a fifth of
+//! them and those not on walkable ground, jumping or falling under gravity.
 //! Coordinates are on a 1/32-unit grid.
 
 use super::check::query_line;
@@ -45,10 +49,11 @@ pub struct WorkloadArgs {
     world: WorldArgs,
     /// What to make: `rays` (short moves and sight lines), `boxes`
     /// (player moves and drops, small boxes) or `ticks` (a scene line, then
-    /// the players' moves, ground probes, shots, sight lines and points).
+    /// the players' moves, ground probes, shots, sight lines and points) or
+    /// `moves` (a scene line, then one step-slide move per player in turn).
     #[arg(long, value_enum)]
     kind: Kind,
-    /// Players in the scene of `ticks` (at most 1 000).
+    /// Players in the scene of `ticks` and `moves` (at most 1 000).
     #[arg(long, default_value_t = 64, value_parser = super::count_up_to::<1000>)]
     players: usize,
     /// Query lines to write.
@@ -64,6 +69,7 @@ enum Kind {
     Rays,
     Boxes,
     Ticks,
+    Moves,
 }
 
 /// Distinct start points kept (moves reuse them, as players revisit places).
@@ -105,10 +111,15 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<ExitCode> {
     }
     let mut scratch = Scratch::new();
     let mut out = super::answers_out();
-    if args.kind == Kind::Ticks {
+    if matches!(args.kind, Kind::Ticks | Kind::Moves) {
         let players = players(&world, &starts, &mut rng, &mut scratch, args.players)?;
         writeln!(out, "{}", scene_line(&players, loaded.models().len()))?;
-        for line in tick_lines(&players, &mut rng, args.count)? {
+        let lines = if args.kind == Kind::Ticks {
+            tick_lines(&players, &mut rng, args.count)?
+        } else {
+            move_lines(&world, &players, &mut rng, &mut scratch, args.count)?
+        };
+        for line in lines {
             writeln!(out, "{line}")?;
         }
         out.flush()?;
@@ -117,7 +128,9 @@ pub fn run(args: WorkloadArgs) -> anyhow::Result<ExitCode> {
     for i in 0..args.count {
         let query = match args.kind {
             Kind::Rays => ray(&starts, &mut rng, i),
-            Kind::Boxes | Kind::Ticks => moving_box(&world, &starts, &mut rng, &mut scratch),
+            Kind::Boxes | Kind::Ticks | Kind::Moves => {
+                moving_box(&world, &starts, &mut rng, &mut scratch)
+            }
         }?;
         writeln!(out, "{}", query_line(&query))?;
     }
@@ -368,5 +381,62 @@ fn tick_lines(
         }
     }
     lines.truncate(count);
+    Ok(lines)
+}
+
+/// Units per second a Quake 3 player runs at, and jumps up at.
+const RUN_SPEED: f32 = 320.0;
+const JUMP_SPEED: f32 = 270.0;
+/// Quake 3's default gravity (units/s²) and a 60 Hz frame.
+const GRAVITY: i64 = 800;
+const FRAMETIME: f64 = 1.0 / 60.0;
+/// A plane a player can stand on faces up at least this much.
+const WALKABLE_NORMAL_Z: f32 = 0.7;
+
+/// `count` slide lines: each player in turn runs one frame over the floor
+/// it stands on (its normal from a ground probe), or jumps or falls.
+fn move_lines(
+    world: &World,
+    players: &[Vec3],
+    rng: &mut fastrand::Rng,
+    scratch: &mut Scratch,
+    count: usize,
+) -> Result<Vec<String>, InvalidTrace> {
+    let mut lines = Vec::with_capacity(count);
+    for i in 0..count {
+        let id = i % players.len();
+        let at = players[id];
+        let (mins, maxs) = if rng.f32() < 0.25 {
+            CROUCHING
+        } else {
+            STANDING
+        };
+        let probe = TraceQuery::boxed(
+            at,
+            at - Vec3::Z * 0.25,
+            Vec3::from(mins),
+            Vec3::from(maxs),
+            MASK_PLAYERSOLID,
+        )?;
+        let floor = trace(world, &probe, scratch);
+        let standing = floor.fraction < 1.0 && floor.normal.z >= WALKABLE_NORMAL_Z;
+        let angle = rng.f32() * std::f32::consts::TAU;
+        let mut velocity = Vec3::new(angle.cos(), angle.sin(), 0.0) * RUN_SPEED;
+        let mut slide = serde_json::json!({
+            "frametime": FRAMETIME, "mins": mins, "maxs": maxs, "mask": MASK_PLAYERSOLID,
+            "pass": id,
+        });
+        if standing && rng.f32() >= 0.2 {
+            slide["ground"] = floor.normal.to_array().into();
+        } else {
+            if standing {
+                velocity.z = JUMP_SPEED;
+            }
+            slide["gravity"] = GRAVITY.into();
+        }
+        slide["origin"] = at.to_array().into();
+        slide["velocity"] = snap(velocity).to_array().into();
+        lines.push(serde_json::json!({ "slide": slide }).to_string());
+    }
     Ok(lines)
 }

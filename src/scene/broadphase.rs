@@ -158,7 +158,7 @@ impl Broadphase {
             .map(|b| (b.to_bits() & 0x007f_ffff) as usize)
     }
 
-    /// Calls `visit` with the index of each entity from `from` on whose
+    /// Calls `visit` with the index of each entity whose
     /// bounds meet `lo..hi` (touching counts), in scene order, until it
     /// breaks.
     #[inline(always)]
@@ -166,21 +166,19 @@ impl Broadphase {
         &'a self,
         lo: Vec3,
         hi: Vec3,
-        from: usize,
         mut visit: impl FnMut(usize) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         if let Some(small) = &self.small {
-            return self.meeting_small(small, lo, hi, from, visit);
+            return self.meeting_small(small, lo, hi, visit);
         }
         if self.bounds.is_empty() {
             return ControlFlow::Continue(());
         }
         let (l, h) = (self.slab_of(lo), self.slab_of(hi));
-        // Each table's row for the query: its words, from `from`'s on.
-        let skip = from / 64;
+        // Each table's row for the query.
         let row = |table: &'a [u64], axis: usize, k: usize| {
             let at = (self.first[axis] + k) * self.words;
-            table.get(at + skip..at + self.words).unwrap_or(&[])
+            table.get(at..at + self.words).unwrap_or(&[])
         };
         let (qlo, qhi) = (Vec3A::from(lo), Vec3A::from(hi));
         let rows = row(&self.starting, 0, h[0])
@@ -191,11 +189,7 @@ impl Broadphase {
             .zip(row(&self.ending, 1, l[1]))
             .zip(row(&self.ending, 2, l[2]));
         for (word, (((((a, b), c), d), e), f)) in rows.enumerate() {
-            let word = word + skip;
             let mut found = a & b & c & d & e & f;
-            if word == skip {
-                found &= u64::MAX << (from % 64);
-            }
             while found != 0 {
                 let i = 64 * word + found.trailing_zeros() as usize;
                 found &= found - 1;
@@ -216,7 +210,6 @@ impl Broadphase {
         small: &SmallSlabs,
         lo: Vec3,
         hi: Vec3,
-        from: usize,
         mut visit: impl FnMut(usize) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         // Slabs are below `MAX_SLABS`, a power of two: the mask keeps the
@@ -230,9 +223,6 @@ impl Broadphase {
             & x[l[0]].ending
             & y[l[1]].ending
             & z[l[2]].ending;
-        // Entities before `from` left out (none are when `from` is past
-        // the last bit).
-        found &= u128::MAX.checked_shl(from as u32).unwrap_or(0);
         let (qlo, qhi) = (Vec3A::from(lo), Vec3A::from(hi));
         while found != 0 {
             let i = found.trailing_zeros() as usize;
@@ -253,7 +243,7 @@ mod tests {
 
     /// Every query's entities are the full scan's, in scene order: entities
     /// of all sizes, spread or clustered, and queries inside, outside,
-    /// touching and spanning the scene; from any entity on.
+    /// touching and spanning the scene.
     #[test]
     fn the_slabs_find_what_the_full_scan_finds() {
         let mut rng = fastrand::Rng::with_seed(0x005e_ed0f_9a1d);
@@ -301,26 +291,17 @@ mod tests {
                     })
                     .collect();
                 let mut found = Vec::new();
-                let _ = broadphase.meeting(lo, hi, 0, |i| {
+                let _ = broadphase.meeting(lo, hi, |i| {
                     found.push(i);
                     ControlFlow::<()>::Continue(())
                 });
                 assert_eq!(found, scan, "case {case}: {lo} {hi}");
                 let mut by_general = Vec::new();
-                let _ = general.meeting(lo, hi, 0, |i| {
+                let _ = general.meeting(lo, hi, |i| {
                     by_general.push(i);
                     ControlFlow::<()>::Continue(())
                 });
                 assert_eq!(by_general, scan, "case {case}: {lo} {hi}, general");
-                // From any entity on: the rest of the scan.
-                let from = rng.usize(..=count);
-                let mut rest = Vec::new();
-                let _ = broadphase.meeting(lo, hi, from, |i| {
-                    rest.push(i);
-                    ControlFlow::<()>::Continue(())
-                });
-                let expected: Vec<usize> = scan.iter().copied().filter(|&i| i >= from).collect();
-                assert_eq!(rest, expected, "case {case} from {from}");
                 met += scan.len();
             }
         }
@@ -331,7 +312,7 @@ mod tests {
     fn an_empty_scene_meets_nothing() {
         let broadphase = Broadphase::new(&[]);
         let far = Vec3::splat(1e6);
-        let met = broadphase.meeting(-far, far, 0, |_| ControlFlow::Break(()));
+        let met = broadphase.meeting(-far, far, |_| ControlFlow::Break(()));
         assert_eq!(met, ControlFlow::Continue(()));
     }
 }

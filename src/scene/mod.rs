@@ -38,6 +38,7 @@ pub use rotation::Rotation;
 
 use crate::contents::CONTENTS_BODY;
 use crate::map::{LoadError, Map};
+use crate::margins::ENTITY_STOP_MARGIN;
 use crate::math::Vec3;
 use crate::trace::{
     checked_point, InvalidTrace, Kernel, LoneBrush, Scratch, TraceQuery, TraceResult,
@@ -266,18 +267,17 @@ impl<'m> PlacedScene<'m> {
         &self.world
     }
 
-    /// Calls `visit` with each entity from the `from`th on whose grown
-    /// bounds meet `lo..hi`, in scene order, until it breaks.
+    /// Calls `visit` with each entity whose grown bounds meet `lo..hi`, in
+    /// scene order, until it breaks.
     #[inline(always)]
     fn meeting<B>(
         &self,
         lo: Vec3,
         hi: Vec3,
-        from: usize,
         mut visit: impl FnMut(&Placed<'m>) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         self.broadphase
-            .meeting(lo, hi, from, |i| match self.entities.get(i) {
+            .meeting(lo, hi, |i| match self.entities.get(i) {
                 Some(e) => visit(e),
                 None => ControlFlow::Continue(()),
             })
@@ -321,50 +321,53 @@ impl<'m> PlacedScene<'m> {
             return (answer, entity);
         }
         let (lo, hi) = move_bounds(query);
-        match self.broadphase.meeting(lo, hi, 0, ControlFlow::Break) {
-            ControlFlow::Break(first) => {
-                self.trace_entities((answer, entity), first, query, pass, scratch)
-            }
-            ControlFlow::Continue(()) => (answer, entity),
-        }
+        let before_stop = stop_bounds(query, answer.fraction);
+        let mut found = (answer, entity);
+        let _ = self.meeting(lo, hi, |e| {
+            self.clip_entity(e, &mut found, query, pass, before_stop, scratch)
+        });
+        found
     }
 
-    /// [`PlacedScene::trace_after`] through the entities the move meets,
-    /// the first of them the `first`th. (Kept out of line: most moves meet
-    /// no entity, and the caller's set-up then stays small.)
+    /// One entity the move meets, combined into `found` (the answer so far
+    /// and the entity that gave it). (Kept out of line: most moves meet no
+    /// entity, and the caller's search then stays small.)
     #[inline(never)]
-    fn trace_entities(
+    fn clip_entity(
         &self,
-        (mut answer, mut entity): (TraceResult, u32),
-        first: usize,
+        e: &Placed<'m>,
+        (answer, entity): &mut (TraceResult, u32),
         query: &TraceQuery,
         pass: u32,
+        (stop_lo, stop_hi): (Vec3, Vec3),
         scratch: &mut Scratch,
-    ) -> (TraceResult, u32) {
-        let (lo, hi) = move_bounds(query);
-        let pass_owner = self.owner_of(pass);
-        let _ = self.meeting(lo, hi, first, |e| {
-            if answer.allsolid {
-                return ControlFlow::Break(());
-            }
-            if e.skipped(query.mask(), pass, pass_owner) {
-                return ControlFlow::Continue(());
-            }
-            let found = e.trace(query, scratch);
-            if found.allsolid {
-                answer.allsolid = true;
-            } else if found.startsolid {
-                answer.startsolid = true;
-            }
-            if found.fraction < answer.fraction {
-                let startsolid = answer.startsolid;
-                answer = found;
-                answer.startsolid |= startsolid;
-                entity = e.id;
-            }
-            ControlFlow::Continue(())
-        });
-        (answer, entity)
+    ) -> ControlFlow<()> {
+        if answer.allsolid {
+            return ControlFlow::Break(());
+        }
+        if e.skipped(query.mask(), pass, self.owner_of(pass)) {
+            return ControlFlow::Continue(());
+        }
+        // An entity the move only meets past where the world stopped it
+        // can neither stop it sooner nor hold its start. (Not for turned
+        // models: their box is turned with the move, so it may reach
+        // beyond the world-frame box.)
+        if e.rotation.is_none() && (e.absmin.cmpgt(stop_hi) | e.absmax.cmplt(stop_lo)).any() {
+            return ControlFlow::Continue(());
+        }
+        let found = e.trace(query, scratch);
+        if found.allsolid {
+            answer.allsolid = true;
+        } else if found.startsolid {
+            answer.startsolid = true;
+        }
+        if found.fraction < answer.fraction {
+            let startsolid = answer.startsolid;
+            *answer = found;
+            answer.startsolid |= startsolid;
+            *entity = e.id;
+        }
+        ControlFlow::Continue(())
     }
 
     /// Whether the trace touches anything in its mask, world or entity:
@@ -378,7 +381,7 @@ impl<'m> PlacedScene<'m> {
         }
         let (lo, hi) = move_bounds(query);
         let pass_owner = self.owner_of(pass);
-        self.meeting(lo, hi, 0, |e| {
+        self.meeting(lo, hi, |e| {
             if !e.skipped(query.mask(), pass, pass_owner) && e.trace(query, scratch).fraction < 1.0
             {
                 ControlFlow::Break(())
@@ -395,7 +398,7 @@ impl<'m> PlacedScene<'m> {
     /// owners and the entities' own `contents` play no part.
     pub fn point_contents(&self, p: Vec3, pass: u32) -> u32 {
         let mut contents = crate::trace::point_contents(&self.world, p);
-        let _ = self.meeting(p, p, 0, |e| {
+        let _ = self.meeting(p, p, |e| {
             if e.id != pass {
                 let mut local = p - e.origin;
                 if let Some(r) = &e.rotation {
@@ -476,6 +479,22 @@ impl Placed<'_> {
         }
         (start, end, offset)
     }
+}
+
+/// Bounds of what the move sweeps until `fraction` of the way (where the
+/// world stops it), grown by [`ENTITY_STOP_MARGIN`] beyond the one unit of
+/// [`move_bounds`], within [`move_bounds`].
+fn stop_bounds(q: &TraceQuery, fraction: f32) -> (Vec3, Vec3) {
+    let (lo, hi) = move_bounds(q);
+    if fraction >= 1.0 {
+        return (lo, hi);
+    }
+    let stop = q.start + fraction * (q.end - q.start);
+    let grow = Vec3::splat(1.0 + ENTITY_STOP_MARGIN);
+    (
+        (q.start.min(stop) + q.mins - grow).max(lo),
+        (q.start.max(stop) + q.maxs + grow).min(hi),
+    )
 }
 
 /// Bounds of everything the move sweeps, grown by one unit.

@@ -130,3 +130,75 @@ fn a_zero_count_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--count"));
 }
+
+/// A tick of player movement: the scene line (every player a box, every
+/// mover at home), then one step-slide per player in turn, each naming its
+/// player as `pass`; every line is answered, and players standing on
+/// walkable ground run along it.
+#[test]
+fn moves_are_one_step_slide_per_player_in_a_scene() {
+    let players = 8;
+    let text = common::bspq_stdout([
+        "workload".into(),
+        "--kind=moves".into(),
+        format!("--players={players}"),
+        "--count=32".into(),
+        format!("--world={}", common::map_path("q3dm6ish").display()),
+    ]);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    let scene = lines[0]["entities"].as_array().expect("a scene line first");
+    let boxes = scene.iter().filter(|e| e.get("box").is_some()).count();
+    assert_eq!(boxes, players);
+    assert_eq!(lines.len(), 33);
+    for (i, line) in lines[1..].iter().enumerate() {
+        let slide = &line["slide"];
+        assert_eq!(slide["pass"], i % players, "{line}");
+        match slide.get("ground") {
+            Some(n) => {
+                assert!(n[2].as_f64().expect("normal") >= 0.7, "{line}");
+                assert!(slide.get("gravity").is_none(), "{line}");
+            }
+            None => assert_eq!(slide["gravity"], 800, "{line}"),
+        }
+    }
+    let mut trace = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["trace", "--world"])
+        .arg(common::map_path("q3dm6ish"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("bspq runs");
+    use std::io::Write;
+    trace
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("lines sent");
+    let out = trace.wait_with_output().expect("bspq trace ends");
+    assert!(out.status.success());
+    let answers: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON answers"))
+        .collect();
+    assert_eq!(answers.len(), 33, "one answer per line");
+    let mut ran = 0;
+    for (line, answer) in lines[1..].iter().zip(&answers[1..]) {
+        assert!(answer.get("error").is_none(), "{line} → {answer}");
+        let moved = answer["origin"] != line["slide"]["origin"];
+        if line["slide"].get("ground").is_some() && moved {
+            ran += 1;
+        }
+    }
+    let grounded = lines[1..]
+        .iter()
+        .filter(|l| l["slide"].get("ground").is_some())
+        .count();
+    assert!(
+        grounded > 0 && ran * 2 > grounded,
+        "{ran} of {grounded} ran"
+    );
+}
