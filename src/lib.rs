@@ -41,6 +41,7 @@
 
 #[cfg(feature = "exact")]
 pub mod accuracy;
+pub mod bots;
 pub mod compile;
 #[cfg(feature = "server")]
 pub mod config;

@@ -83,6 +83,9 @@ pub enum ServiceError {
     MethodNotAllowed(String),
     #[error("the server is shutting down; retry on another replica or after a restart")]
     ShuttingDown,
+    /// A bot request (sight matrix, walk test) that cannot be answered.
+    #[error(transparent)]
+    Bots(crate::bots::BotsError),
     /// A request head the HTTP parser refused (the router never saw it).
     #[error("the request line or a header is not valid HTTP/1.1 (paths and queries are percent-encoded ASCII)")]
     BadRequestHead,
@@ -156,6 +159,7 @@ impl ServiceError {
             ServiceError::NoSuchRoute(_) => "not_found",
             ServiceError::MethodNotAllowed(_) => "method_not_allowed",
             ServiceError::ShuttingDown => "unavailable",
+            ServiceError::Bots(e) => e.code(),
             ServiceError::BadRequestHead => "malformed_request",
             ServiceError::UriTooLong => "uri_too_long",
             ServiceError::HeadersTooLarge => "headers_too_large",
@@ -175,7 +179,8 @@ impl ServiceError {
             | ServiceError::TooManyQueries { .. }
             | ServiceError::Malformed(_)
             | ServiceError::LoadFailed(_)
-            | ServiceError::GridTooLarge { .. } => (400, INVALID_ARGUMENT),
+            | ServiceError::GridTooLarge { .. }
+            | ServiceError::Bots(_) => (400, INVALID_ARGUMENT),
             ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
             ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),
@@ -352,8 +357,8 @@ impl PackedAnswer {
                 Answer::Ground(_) | Answer::Slide(_) | Answer::Predict(_) => {
                     movement.push(a.clone())
                 }
-                // Packed batches carry no scene lines.
-                Answer::Scene(_) => {}
+                // Packed batches carry no scene or bot lines.
+                Answer::Scene(_) | Answer::Bots(_) => {}
             }
         }
         let results = if mixed {

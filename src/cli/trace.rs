@@ -100,6 +100,9 @@ fn next_chunk(
 /// server's world knows (its hulls and models): hull lines are checked as
 /// the ray of the same move.
 fn check_query(line: &QueryLine) -> Result<(), QueryError> {
+    if line.is_bot() {
+        return Err(bspq::bots::BotsError::Remote.into());
+    }
     if line.is_movement() {
         // A hull is the server's to look up: the rest is checked with a
         // point box in its place.

@@ -59,6 +59,7 @@ mod vector;
 
 pub use body::{Body, Collider, InScene};
 pub use ground::{ground, Ground};
+pub(crate) use predict::{along_ground, standing_on};
 pub use predict::{predict, Event, Prediction, StopEvents};
 pub use query::{
     GroundQuery, MovementError, PredictQuery, SlideQuery, MAX_FRAMETIME, MAX_GRAVITY,

@@ -107,7 +107,7 @@ pub struct Prediction {
 
 /// The plane a body stands on: walkable ground it is not moving up and away
 /// from.
-fn standing_on(probe: &Ground, velocity: Vec3) -> Option<Vec3> {
+pub(crate) fn standing_on(probe: &Ground, velocity: Vec3) -> Option<Vec3> {
     let normal = probe.plane()?;
     let leaving = velocity.z > 0.0 && dot(velocity, normal) > LEAVING_GROUND_SPEED;
     (!leaving).then_some(normal)
@@ -115,7 +115,7 @@ fn standing_on(probe: &Ground, velocity: Vec3) -> Option<Vec3> {
 
 /// `velocity` turned along `plane` with its speed kept (walking up or down
 /// a slope goes as fast as on the flat).
-fn along_ground(velocity: Vec3, plane: Vec3) -> Vec3 {
+pub(crate) fn along_ground(velocity: Vec3, plane: Vec3) -> Vec3 {
     let speed = length(velocity);
     scaled(normalized(clip_velocity(velocity, plane)), speed)
 }

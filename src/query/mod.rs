@@ -80,6 +80,12 @@ pub struct QueryLine {
     /// Frames of movement until an event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predict: Option<PredictLine>,
+    /// A sight matrix (a bot line takes no other field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sight: Option<crate::bots::SightLine>,
+    /// A walk test (a bot line takes no other field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<crate::bots::WalkLine>,
 }
 
 /// A validated query.
@@ -101,6 +107,8 @@ pub enum Request {
     Hull { query: HullQuery, any: bool },
     /// A ground probe, slide move or prediction.
     Movement(MovementQuery),
+    /// A sight matrix, PVS or walk test ([`crate::bots`]).
+    Bots(crate::bots::BotRequest),
 }
 
 impl From<Query> for Request {
@@ -139,6 +147,8 @@ pub enum QueryError {
     MovementWithQuery,
     #[error("movement lines (`ground`, `slide`, `predict`) are answered as requests (`QueryLine::request`), not by plain trace validation")]
     MovementUnsupported,
+    #[error(transparent)]
+    Bots(#[from] crate::bots::BotsError),
 }
 
 impl QueryError {
@@ -161,6 +171,7 @@ impl QueryError {
             QueryError::Movement(e) => e.code(),
             QueryError::MovementWithQuery => "mixed_query",
             QueryError::MovementUnsupported => "movement_unsupported",
+            QueryError::Bots(e) => e.code(),
         }
     }
 }
@@ -190,6 +201,9 @@ impl QueryLine {
         }
         if self.is_movement() {
             return Err(QueryError::MovementUnsupported);
+        }
+        if self.is_bot() {
+            return Err(crate::bots::BotsError::NotATrace.into());
         }
         if let Some(p) = self.point {
             // A mask would be silently ignored: point contents is every
@@ -246,6 +260,9 @@ impl QueryLine {
     }
 
     fn request_with(&self, last: &mut LastShape) -> Result<Request, QueryError> {
+        if let Some(bot) = self.bot() {
+            return bot.map(Request::Bots);
+        }
         if let Some(movement) = self.movement(None) {
             return movement.map(Request::Movement);
         }
@@ -258,6 +275,9 @@ impl QueryLine {
     /// [`Self::request`] for answering against `world`: hull names are looked
     /// up in it (an unknown hull is an error of this line).
     pub fn request_in(&self, world: &crate::trace::Kernel) -> Result<Request, QueryError> {
+        if let Some(bot) = self.bot() {
+            return bot.map(Request::Bots);
+        }
         if let Some(movement) = self.movement(Some(world)) {
             return movement.map(Request::Movement);
         }
@@ -318,6 +338,33 @@ impl QueryLine {
             _ => self.pass,
         };
         pass_of(inner)
+    }
+
+    /// Whether this is a bot line (`sight`, `walk`).
+    pub fn is_bot(&self) -> bool {
+        self.sight.is_some() || self.walk.is_some()
+    }
+
+    /// For a bot line, what it asks (checked); it holds its one object and
+    /// nothing else.
+    pub fn bot(&self) -> Option<Result<crate::bots::BotRequest, QueryError>> {
+        use crate::bots::BotRequest;
+        if !self.is_bot() {
+            return None;
+        }
+        let alone = QueryLine {
+            sight: self.sight.clone(),
+            walk: self.walk.clone(),
+            ..QueryLine::default()
+        } == *self;
+        Some(
+            match (&self.sight, &self.walk) {
+                (Some(sight), None) if alone => sight.check().map(BotRequest::Sight),
+                (None, Some(walk)) if alone => walk.check().map(BotRequest::Walk),
+                _ => Err(crate::bots::BotsError::WithQuery),
+            }
+            .map_err(QueryError::from),
+        )
     }
 
     /// Whether this is a movement line (`ground`, `slide` or `predict`).
@@ -535,6 +582,7 @@ pub enum Answer {
     Point(PointAnswer),
     Hit(HitAnswer),
     Scene(SceneAnswer),
+    Bots(crate::bots::BotAnswer),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -616,6 +664,11 @@ pub fn answer_request(
             hit: crate::trace::any_hit(world, q, scratch),
         }),
         Request::Movement(m) => answer_movement(world, scratch, m),
+        Request::Bots(b) => Answer::Bots(crate::bots::answer(
+            world,
+            b,
+            &crate::trace::BatchOptions::single_thread(),
+        )),
         Request::Hull { query, any } => {
             let r = crate::trace::trace_hull(world, query, scratch);
             if *any {
@@ -656,7 +709,11 @@ pub fn answer_all(
             // (Never sifted out; answered in full all the same.)
             other => answer_request(world, &mut crate::trace::Scratch::new(), other),
         },
-        |i, scratch| answer_request(world, scratch, &requests[i]),
+        |i, scratch| match &requests[i] {
+            // A matrix is a batch of its own, on the batch's threads.
+            Request::Bots(b) => Answer::Bots(crate::bots::answer(world, b, options)),
+            other => answer_request(world, scratch, other),
+        },
     )
 }
 

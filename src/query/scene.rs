@@ -147,6 +147,11 @@ pub fn answer_in_scene(
         Request::Movement(m) => {
             super::answer_movement(&crate::movement::InScene { scene, pass }, scratch, m)
         }
+        Request::Bots(b) => Answer::Bots(crate::bots::answer_in_scene(
+            scene,
+            b,
+            &crate::trace::BatchOptions::single_thread(),
+        )),
         Request::Hull { query, any } => {
             let through_world = crate::trace::trace_hull(&world.view(), query, scratch);
             let found = scene.trace_after(through_world, query.query(), pass, scratch);
@@ -169,9 +174,10 @@ pub fn answer_all_in_scene(
     requests: &[(Request, u32)],
     options: &crate::trace::BatchOptions,
 ) -> Vec<Answer> {
-    crate::trace::run_batch(requests.len(), options, |i, scratch| {
-        let (request, pass) = &requests[i];
-        answer_in_scene(world, scene, scratch, request, *pass)
+    crate::trace::run_batch(requests.len(), options, |i, scratch| match &requests[i] {
+        // A matrix is a batch of its own, on the batch's threads.
+        (Request::Bots(b), _) => Answer::Bots(crate::bots::answer_in_scene(scene, b, options)),
+        (request, pass) => answer_in_scene(world, scene, scratch, request, *pass),
     })
 }
 

@@ -31,6 +31,8 @@ use tonic::server::NamedService;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Code, Request, Response, Status, Streaming};
 
+mod bots;
+
 const TRANSPORT: &str = "grpc";
 
 /// Connection-level settings of the gRPC server.
@@ -491,7 +493,11 @@ fn movement_answers(answers: &[Answer], r: &mut pb::TraceResponse) {
                 ground: Some(ground_probe(&p.ground)),
                 path: p.path.iter().flatten().flatten().copied().collect(),
             }),
-            Answer::Trace(_) | Answer::Point(_) | Answer::Hit(_) | Answer::Scene(_) => {}
+            Answer::Trace(_)
+            | Answer::Point(_)
+            | Answer::Hit(_)
+            | Answer::Scene(_)
+            | Answer::Bots(_) => {}
         }
     }
     if !moves.walkable.is_empty() {
@@ -679,6 +685,13 @@ pub struct GrpcCollision(pub GrpcState);
 
 #[tonic::async_trait]
 impl Collision for GrpcCollision {
+    async fn sight(
+        &self,
+        request: Request<pb::SightRequest>,
+    ) -> Result<Response<pb::SightResponse>, Status> {
+        self.0.sight(request.into_inner()).await.map(Response::new)
+    }
+
     async fn trace(
         &self,
         request: Request<pb::TraceRequest>,
@@ -741,7 +754,8 @@ impl Collision for GrpcCollision {
                 | Answer::Scene(_)
                 | Answer::Ground(_)
                 | Answer::Slide(_)
-                | Answer::Predict(_) => 0,
+                | Answer::Predict(_)
+                | Answer::Bots(_) => 0,
             })
             .collect();
         Ok(Response::new(pb::PointContentsResponse {

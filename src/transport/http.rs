@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio_stream::StreamExt;
 
+mod bots;
 mod floor;
 mod geometry;
 
@@ -78,6 +79,7 @@ pub fn router(state: HttpState) -> Router {
         )
         .merge(super::ui::routes())
         .merge(super::recent::routes())
+        .merge(bots::routes(body_max))
         .fallback(no_such_route)
         .method_not_allowed_fallback(method_not_allowed)
         // Every other route's (the upload route's own layer, inside, wins).

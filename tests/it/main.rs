@@ -8,6 +8,7 @@
 mod common;
 
 mod batch;
+mod bots;
 mod cli;
 mod conformance;
 mod cores;

@@ -377,7 +377,9 @@ fn bits(a: &Answer) -> Vec<u32> {
         Answer::Hit(h) => vec![h.hit as u32],
         Answer::Scene(s) => vec![s.entities as u32],
         // (Never asked for here; movement answers are compared elsewhere.)
-        Answer::Ground(_) | Answer::Slide(_) | Answer::Predict(_) => vec![u32::MAX],
+        Answer::Ground(_) | Answer::Slide(_) | Answer::Predict(_) | Answer::Bots(_) => {
+            vec![u32::MAX]
+        }
         Answer::Trace(t) => {
             let mut v = vec![t.fraction.to_bits(), t.dist.to_bits()];
             v.extend(t.endpos.iter().chain(&t.normal).map(|x| x.to_bits()));

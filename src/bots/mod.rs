@@ -1,0 +1,135 @@
+//! What bot AIs and navigation builders ask in bulk, each as one call: a
+//! sight matrix (line of sight from many eyes to many targets), PVS and
+//! areas (Quake 3's `inPVS`), and walk tests (can a player get from A to B).
+//! Built on the query kernel, scenes and movement; no I/O.
+
+#[cfg(feature = "server")]
+pub mod service;
+pub mod sight;
+pub mod walk;
+
+use crate::scene::PlacedScene;
+use crate::trace::{BatchOptions, InvalidTrace, Kernel};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+pub use walk::{walk, Stop, Walk, WalkAnswer, WalkLine};
+
+pub use sight::{
+    sight_matrix, sight_matrix_in_scene, Sight, SightLine, SightMatrix, MAX_SIGHT_PAIRS,
+};
+
+/// Why a bot request was refused; `code` is stable and machine-readable.
+#[derive(Debug, Clone, Error, PartialEq)]
+pub enum BotsError {
+    #[error("{pairs} eye-target pairs in one request; the limit is {limit}")]
+    TooManyPairs { pairs: usize, limit: usize },
+    /// A point of the request (`field`, numbered from 0 in its list).
+    #[error("`{field}` {index}: {error}")]
+    BadPoint {
+        field: &'static str,
+        index: usize,
+        error: InvalidTrace,
+    },
+    #[error(transparent)]
+    Movement(crate::movement::MovementError),
+    #[error("`{field}` must be {rule}")]
+    BadSetting { field: &'static str, rule: String },
+    #[error("a bot line (`sight`, `pvs`, `walk`) takes no other field")]
+    WithQuery,
+    #[error("bot lines (`sight`, `pvs`, `walk`) are answered as requests (`QueryLine::request`), not by plain trace validation")]
+    NotATrace,
+    #[error("bot lines (`sight`, `pvs`, `walk`) are answered by `bspq trace` without `--server`, and by the server's own routes")]
+    Remote,
+}
+
+impl BotsError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            BotsError::TooManyPairs { .. } => "too_many_pairs",
+            BotsError::BadPoint {
+                error: InvalidTrace::MinsAboveMaxs,
+                ..
+            } => "mins_above_maxs",
+            BotsError::BadPoint { .. } => "bad_coordinate",
+            BotsError::Movement(e) => e.code(),
+            BotsError::BadSetting { .. } => "bad_setting",
+            BotsError::WithQuery => "mixed_query",
+            BotsError::NotATrace | BotsError::Remote => "bots_unsupported",
+        }
+    }
+}
+
+/// A checked bot line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BotRequest {
+    Sight(Sight),
+    Walk(Walk),
+}
+
+/// The answer to a bot line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum BotAnswer {
+    Sight(SightAnswer),
+    Walk(WalkAnswer),
+}
+
+/// A sight line's answer: one string per eye, one character per target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SightAnswer {
+    pub visible: Vec<String>,
+}
+
+/// Answers a bot line through `world`, on `options`' threads.
+pub fn answer(world: &Kernel, request: &BotRequest, options: &BatchOptions) -> BotAnswer {
+    match request {
+        BotRequest::Sight(s) => BotAnswer::Sight(SightAnswer {
+            visible: sight_matrix(world, s, options).rows(),
+        }),
+        BotRequest::Walk(w) => BotAnswer::Walk(crate::trace::with_scratch(|scratch| {
+            walk(world, w, scratch)
+        })),
+    }
+}
+
+/// Answers a bot line through the world and `scene`.
+pub fn answer_in_scene(
+    scene: &PlacedScene,
+    request: &BotRequest,
+    options: &BatchOptions,
+) -> BotAnswer {
+    match request {
+        BotRequest::Sight(s) => BotAnswer::Sight(SightAnswer {
+            visible: sight_matrix_in_scene(scene, s, options).rows(),
+        }),
+        BotRequest::Walk(w) => {
+            let collider = crate::movement::InScene {
+                scene,
+                pass: w.pass(),
+            };
+            BotAnswer::Walk(crate::trace::with_scratch(|scratch| {
+                walk(&collider, w, scratch)
+            }))
+        }
+    }
+}
+
+/// The points of `field` as the kernel takes them (each checked there).
+pub(crate) fn points(
+    field: &'static str,
+    points: &[[f64; 3]],
+) -> Result<Vec<crate::math::Vec3>, BotsError> {
+    points
+        .iter()
+        .enumerate()
+        .map(|(index, &p)| {
+            crate::query::vec(field, p).map_err(|error| BotsError::BadPoint {
+                field,
+                index,
+                error,
+            })
+        })
+        .collect()
+}

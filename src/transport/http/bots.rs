@@ -1,0 +1,117 @@
+//! The bot routes: `POST /v1/worlds/{name}/sight` (and the PVS and walk
+//! routes), thin handlers over the service's bot calls.
+
+use super::{
+    body_bytes, parse_batch, parses_as, refuse_announced_oversize, run_work, ApiError, HttpState,
+    WorldName, TRANSPORT,
+};
+use crate::bots::{SightLine, WalkAnswer, WalkLine};
+use crate::query::EntityLine;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::middleware::from_fn;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{post, MethodRouter};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+/// The bot routes; bodies announced over `body_max` bytes are refused
+/// unread, as on the query routes.
+pub(super) fn routes(body_max: usize) -> Router<HttpState> {
+    let route = |r: MethodRouter<HttpState>| {
+        r.route_layer(from_fn(move |req, next| {
+            refuse_announced_oversize(body_max, req, next)
+        }))
+    };
+    Router::new()
+        .route("/v1/worlds/{name}/sight", route(post(sight_post)))
+        .route("/v1/worlds/{name}/walk", route(post(walk_post)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SightBody {
+    eyes: Vec<[f64; 3]>,
+    #[serde(default)]
+    targets: Option<Vec<[f64; 3]>>,
+    #[serde(default)]
+    mask: Option<u32>,
+    #[serde(default)]
+    entities: Option<Vec<EntityLine>>,
+}
+
+#[derive(Serialize)]
+struct SightReply {
+    world: String,
+    version: u64,
+    visible: Vec<String>,
+}
+
+async fn sight_post(
+    State(state): State<HttpState>,
+    WorldName(name): WorldName,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(body, state.service.limits.max_body_bytes)?;
+    let body: SightBody = parse_batch(&body, &[])?;
+    let sight = SightLine {
+        eyes: body.eyes,
+        targets: body.targets,
+        mask: body.mask,
+    };
+    let pairs = (sight.eyes.len())
+        .saturating_mul(sight.targets.as_ref().map_or(sight.eyes.len(), Vec::len));
+    let answer = run_work(&state, "sight", Some(pairs), move |s| {
+        s.sight(&name, &sight, body.entities.as_deref())
+    })
+    .await?;
+    state
+        .metrics
+        .count_batch(&answer.world, "sight", TRANSPORT, pairs);
+    Ok(Json(SightReply {
+        world: answer.world,
+        version: answer.version,
+        visible: answer.answer.rows(),
+    })
+    .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WalkBody {
+    walks: Vec<WalkLine>,
+    #[serde(default)]
+    entities: Option<Vec<EntityLine>>,
+}
+
+#[derive(Serialize)]
+struct WalkReply {
+    world: String,
+    version: u64,
+    results: Vec<WalkAnswer>,
+}
+
+async fn walk_post(
+    State(state): State<HttpState>,
+    WorldName(name): WorldName,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(body, state.service.limits.max_body_bytes)?;
+    let body: WalkBody = parse_batch(&body, &[("walks", parses_as::<WalkLine>)])?;
+    let count = body.walks.len();
+    // A walk is up to a thousand moves: never answered on the reactor.
+    let answer = run_work(&state, "walk", None, move |s| {
+        s.walks(&name, &body.walks, body.entities.as_deref())
+    })
+    .await?;
+    state
+        .metrics
+        .count_batch(&answer.world, "walk", TRANSPORT, count);
+    Ok(Json(WalkReply {
+        world: answer.world,
+        version: answer.version,
+        results: answer.answer,
+    })
+    .into_response())
+}

@@ -1,0 +1,559 @@
+//! What bots ask: sight matrices equal to the single any-hit rays they
+//! stand for (world alone and with a scene, every committed map).
+
+use crate::common;
+
+use bspq::bots::{sight_matrix, sight_matrix_in_scene, Sight};
+use bspq::map::Map;
+use bspq::scene::{Entity, EntityShape, PlacedScene, Scene, ENTITY_NONE};
+use bspq::trace::{any_hit, BatchOptions, Scratch, TraceQuery};
+use bspq::{Vec3, MASK_SHOT, MASK_SOLID};
+use common::{load_world, MAPS};
+
+/// Points in the map's bounds, most of them in the open (where sight is
+/// interesting), a few in solid.
+fn points(world: &Map, rng: &mut common::Rng, count: usize) -> Vec<Vec3> {
+    let (lo, hi) = world.bounds();
+    let mut out = Vec::new();
+    while out.len() < count {
+        let t = Vec3::new(rng.unit(), rng.unit(), rng.unit());
+        let p = lo + (hi - lo) * t;
+        if world.point_contents(p) & MASK_SOLID == 0 || out.len() % 8 == 7 {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Small pieces on two threads, so that the split is exercised.
+fn split() -> BatchOptions {
+    BatchOptions {
+        threads: 2,
+        min_per_thread: 16,
+    }
+}
+
+#[test]
+fn sight_matrix_equals_single_any_hit_rays() {
+    for map in MAPS {
+        let world = load_world(map, true);
+        let mut rng = common::Rng::new(43);
+        let eyes = points(&world, &mut rng, 40);
+        let targets = points(&world, &mut rng, 48);
+        let mut scratch = Scratch::new();
+        let mut seen = [0usize; 2];
+        for (targets, mask) in [(Some(targets), MASK_SOLID), (None, 0x2000_0001)] {
+            let sight = Sight::new(eyes.clone(), targets.clone(), mask).expect("valid");
+            for options in [BatchOptions::single_thread(), split()] {
+                let matrix = sight_matrix(&world.view(), &sight, &options);
+                let to = targets.as_ref().unwrap_or(&eyes);
+                assert_eq!((matrix.eyes, matrix.targets), (eyes.len(), to.len()));
+                for (e, &eye) in eyes.iter().enumerate() {
+                    for (t, &target) in to.iter().enumerate() {
+                        let ray = TraceQuery::ray(eye, target, mask).unwrap();
+                        let visible = !any_hit(&world.view(), &ray, &mut scratch);
+                        assert_eq!(
+                            matrix.visible[e * to.len() + t],
+                            visible,
+                            "{map}: eye {e} {eye} target {t} {target} mask {mask:#x}"
+                        );
+                        seen[usize::from(visible)] += 1;
+                    }
+                }
+            }
+        }
+        // Both answers occur, or the comparison says little.
+        assert!(seen[0] > 100 && seen[1] > 100, "{map}: {seen:?}");
+    }
+}
+
+#[test]
+fn sight_matrix_in_a_scene_equals_single_scene_any_hit_rays() {
+    for map in MAPS {
+        let world = load_world(map, true);
+        let mut rng = common::Rng::new(4343);
+        let eyes = points(&world, &mut rng, 24);
+        let sight = Sight::new(eyes.clone(), None, MASK_SHOT).expect("valid");
+        let alone = sight_matrix(&world.view(), &sight, &split());
+        // Boxes at the middle of pairs that see each other, and the map's
+        // first model moved to another: entities that block some rays
+        // (boxes are bodies, as in Quake 3: only masks with BODY see them).
+        let n = eyes.len();
+        let mut seeing = (0..n * n).filter(|&i| alone.visible[i] && i / n != i % n);
+        let mut middle = || {
+            let i = seeing.next().expect("pairs that see each other");
+            (eyes[i / n] + eyes[i % n]) * 0.5
+        };
+        let mut entities: Vec<Entity> = (0..6)
+            .map(|k| Entity {
+                id: k,
+                shape: EntityShape::Box {
+                    mins: Vec3::splat(-24.0),
+                    maxs: Vec3::splat(24.0),
+                },
+                origin: middle(),
+                angles: Vec3::ZERO,
+                contents: MASK_SHOT,
+                owner: ENTITY_NONE,
+            })
+            .collect();
+        if !world.models().is_empty() {
+            let (lo, hi) = world.models()[0].bounds();
+            entities.push(Entity {
+                id: 100,
+                shape: EntityShape::Model(1),
+                origin: middle() - (lo + hi) * 0.5,
+                angles: Vec3::new(0.0, 30.0, 0.0),
+                contents: MASK_SHOT,
+                owner: ENTITY_NONE,
+            });
+        }
+        let scene = Scene::new(entities).expect("scene");
+        let placed = PlacedScene::new(&world, &scene).expect("placed");
+        let matrix = sight_matrix_in_scene(&placed, &sight, &split());
+        let mut scratch = Scratch::new();
+        for (e, &eye) in eyes.iter().enumerate() {
+            for (t, &target) in eyes.iter().enumerate() {
+                let ray = TraceQuery::ray(eye, target, MASK_SHOT).unwrap();
+                let visible = !placed.any_hit(&ray, ENTITY_NONE, &mut scratch);
+                assert_eq!(
+                    matrix.visible[e * eyes.len() + t],
+                    visible,
+                    "{map}: eye {e} target {t}"
+                );
+            }
+        }
+        // The entities block what the world alone lets through.
+        let blocked = (matrix.visible.iter().zip(&alone.visible))
+            .filter(|(s, w)| !**s && **w)
+            .count();
+        assert!(
+            blocked > 0,
+            "{map}: no entity blocked a ray ({} visible alone, {} in the scene, {:?})",
+            alone.visible.iter().filter(|v| **v).count(),
+            matrix.visible.iter().filter(|v| **v).count(),
+            scene
+                .entities()
+                .iter()
+                .map(|e| e.origin)
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+/// Eyes and targets on the bundled world, as JSON and as points.
+fn bundled_points(seed: u64, count: usize) -> (Map, Vec<Vec3>, serde_json::Value) {
+    let world = load_world("q3dm6ish", true);
+    let mut rng = common::Rng::new(seed);
+    let p = points(&world, &mut rng, count);
+    let json = serde_json::json!(p.iter().map(|v| v.to_array()).collect::<Vec<_>>());
+    (world, p, json)
+}
+
+fn http_post(url: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(std::time::Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut resp = agent
+        .post(url)
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .expect("request completes");
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().expect("body");
+    (status, serde_json::from_str(&text).expect("JSON body"))
+}
+
+#[test]
+fn sight_over_http_equals_the_library() {
+    use common::server::TestServer;
+    let server = TestServer::start(None, bspq::service::Limits::default());
+    let url = format!("{}/v1/worlds/q3dm6ish/sight", server.base);
+    let (world, eyes, eyes_json) = bundled_points(7, 20);
+    let (_, targets, targets_json) = bundled_points(8, 30);
+    let box_entity = serde_json::json!([{"id": 3, "box": {"mins": [-32, -32, -32], "maxs": [32, 32, 32]},
+        "origin": ((eyes[0] + targets[0]) * 0.5).to_array()}]);
+    let bodies = [
+        (
+            serde_json::json!({"eyes": eyes_json, "targets": targets_json}),
+            true,
+            false,
+        ),
+        (
+            serde_json::json!({"eyes": eyes_json, "mask": MASK_SHOT}),
+            false,
+            false,
+        ),
+        (
+            serde_json::json!({"eyes": eyes_json, "targets": targets_json, "mask": MASK_SHOT, "entities": box_entity}),
+            true,
+            true,
+        ),
+    ];
+    for (body, with_targets, in_scene) in bodies {
+        let (status, reply) = http_post(&url, &body);
+        assert_eq!(status, 200, "{reply}");
+        let mask = if body.get("mask").is_some() {
+            MASK_SHOT
+        } else {
+            MASK_SOLID
+        };
+        let sight = Sight::new(eyes.clone(), with_targets.then(|| targets.clone()), mask).unwrap();
+        let expected = if in_scene {
+            let lines: Vec<bspq::query::EntityLine> =
+                serde_json::from_value(box_entity.clone()).unwrap();
+            let scene = bspq::query::scene_of(&lines).unwrap();
+            let placed = PlacedScene::new(&world, &scene).unwrap();
+            sight_matrix_in_scene(&placed, &sight, &BatchOptions::default())
+        } else {
+            sight_matrix(&world.view(), &sight, &BatchOptions::default())
+        };
+        assert_eq!(reply["world"], "q3dm6ish");
+        assert_eq!(reply["version"], 1);
+        assert_eq!(
+            reply["visible"],
+            serde_json::json!(expected.rows()),
+            "{body}"
+        );
+    }
+    // Errors: the table's codes, the point named.
+    let too_many =
+        serde_json::json!({"eyes": vec![[0, 0, 0]; 1025], "targets": vec![[0, 0, 0]; 1024]});
+    let (status, reply) = http_post(&url, &too_many);
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (400, Some("too_many_pairs")),
+        "{reply}"
+    );
+    let (status, reply) = http_post(&url, &serde_json::json!({"eyes": [[0, 0, 0], [0, 0, 1e9]]}));
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (400, Some("bad_coordinate")),
+        "{reply}"
+    );
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`eyes` 1"),
+        "{reply}"
+    );
+    let (status, reply) = http_post(&url, &serde_json::json!({"eyes": [], "bogus": 1}));
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (400, Some("malformed_request")),
+        "{reply}"
+    );
+    let (status, reply) = http_post(
+        &format!("{}/v1/worlds/nowhere/sight", server.base),
+        &serde_json::json!({"eyes": []}),
+    );
+    assert_eq!(
+        (status, reply["error"]["code"].as_str()),
+        (404, Some("unknown_world")),
+        "{reply}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sight_over_grpc_packs_the_library_bits() {
+    use bspq::proto::v1 as pb;
+    use common::server::TestServer;
+    let server = TestServer::start(None, bspq::service::Limits::default());
+    let mut client = server.collision().await;
+    let (world, eyes, _) = bundled_points(9, 19);
+    let packed: Vec<f32> = eyes.iter().flat_map(|p| p.to_array()).collect();
+    let reply = client
+        .sight(pb::SightRequest {
+            world: "q3dm6ish".into(),
+            eyes: packed,
+            ..Default::default()
+        })
+        .await
+        .expect("answered")
+        .into_inner();
+    let expected = sight_matrix(
+        &world.view(),
+        &Sight::new(eyes.clone(), None, MASK_SOLID).unwrap(),
+        &BatchOptions::default(),
+    );
+    assert_eq!((reply.eyes, reply.targets), (19, 19));
+    for (i, &visible) in expected.visible.iter().enumerate() {
+        assert_eq!(
+            reply.visible[i / 8] >> (i % 8) & 1 == 1,
+            visible,
+            "pair {i}"
+        );
+    }
+    let refused = client
+        .sight(pb::SightRequest {
+            world: "q3dm6ish".into(),
+            eyes: vec![0.0; 4],
+            ..Default::default()
+        })
+        .await
+        .expect_err("not whole triples");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+}
+
+#[test]
+fn sight_lines_in_bspq_trace_follow_the_scene_lines() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let (world, eyes, eyes_json) = bundled_points(10, 12);
+    let sight = Sight::new(eyes.clone(), None, MASK_SHOT).unwrap();
+    let alone = sight_matrix(&world.view(), &sight, &BatchOptions::default());
+    let n = eyes.len();
+    let pair = (0..n * n)
+        .find(|&i| alone.visible[i] && i / n != i % n)
+        .expect("two eyes that see each other");
+    let entities = serde_json::json!([{"id": 1, "box": {"mins": [-40, -40, -40], "maxs": [40, 40, 40]},
+        "origin": ((eyes[pair / n] + eyes[pair % n]) * 0.5).to_array()}]);
+    let line = serde_json::json!({"sight": {"eyes": eyes_json, "mask": MASK_SHOT}});
+    let input = format!(
+        "{line}\n{}\n{line}\n{}\n",
+        serde_json::json!({"entities": entities}),
+        serde_json::json!({"sight": {"eyes": [[0, 0, 0]]}, "start": [0, 0, 0]})
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(["trace", "--world"])
+        .arg(common::map_path("q3dm6ish"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bspq runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().expect("bspq ends");
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let lines_of_entities: Vec<bspq::query::EntityLine> = serde_json::from_value(entities).unwrap();
+    let scene = bspq::query::scene_of(&lines_of_entities).unwrap();
+    let placed = PlacedScene::new(&world, &scene).unwrap();
+    let in_scene = sight_matrix_in_scene(&placed, &sight, &BatchOptions::default());
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0]["visible"], serde_json::json!(alone.rows()));
+    assert_eq!(lines[1]["entities"], 1);
+    assert_eq!(lines[2]["visible"], serde_json::json!(in_scene.rows()));
+    assert_ne!(alone.rows(), in_scene.rows(), "the box blocks a pair");
+    assert_eq!(lines[3]["error"]["code"], "mixed_query");
+}
+
+/// A player's box standing on the floor under `p` (dropped from `p`), or
+/// none where it does not fit or finds no walkable floor.
+fn standing_at(world: &Map, p: Vec3) -> Option<Vec3> {
+    use bspq::movement::{ground, Body};
+    let body = Body::boxed(
+        Vec3::new(-15.0, -15.0, -24.0),
+        Vec3::new(15.0, 15.0, 32.0),
+        bspq::MASK_PLAYERSOLID,
+    )
+    .ok()?;
+    let drop = TraceQuery::boxed(
+        p,
+        p - Vec3::new(0.0, 0.0, 512.0),
+        body.mins(),
+        body.maxs(),
+        bspq::MASK_PLAYERSOLID,
+    )
+    .ok()?;
+    let r = world.trace(&drop);
+    if r.startsolid || r.fraction >= 1.0 {
+        return None;
+    }
+    let mut scratch = Scratch::new();
+    ground(&world.view(), &body, r.endpos, &mut scratch)
+        .walkable
+        .then_some(r.endpos)
+}
+
+/// The walk again from public single moves: each tick one step-slide move
+/// ([`bspq::movement::slide`]) from where the last ended, its velocity
+/// aimed at B and turned along the ground when standing, as the walk
+/// describes itself; the final origin and tick count must agree.
+fn walked_by_single_moves(world: &Map, from: Vec3, to: Vec3, ticks: u32) -> (u32, Vec3) {
+    use bspq::movement::{ground, slide, Body, Motion, SlideQuery};
+    let body = Body::boxed(
+        Vec3::new(-15.0, -15.0, -24.0),
+        Vec3::new(15.0, 15.0, 32.0),
+        bspq::MASK_PLAYERSOLID,
+    )
+    .unwrap();
+    let view = world.view();
+    let mut scratch = Scratch::new();
+    let mut motion = Motion {
+        origin: from,
+        velocity: Vec3::ZERO,
+    };
+    let mut probe = ground(&view, &body, from, &mut scratch);
+    let flat = |v: Vec3| Vec3::new(v.x, v.y, 0.0);
+    for tick in 1..=ticks {
+        let standing = probe
+            .plane()
+            .filter(|n| !(motion.velocity.z > 0.0 && motion.velocity.dot(*n) > 10.0));
+        let query = match standing {
+            Some(n) => {
+                let towards = flat(to - motion.origin);
+                let left = towards.length();
+                let mut v = if left == 0.0 {
+                    Vec3::ZERO
+                } else {
+                    towards * (320f32.min(left / 0.05) / left)
+                };
+                let speed = v.length();
+                if speed > 0.0 {
+                    let backoff = v.dot(n);
+                    let backoff = if backoff < 0.0 {
+                        backoff * 1.001
+                    } else {
+                        backoff / 1.001
+                    };
+                    let c = v - n * backoff;
+                    v = c * (1.0 / c.length()) * speed;
+                }
+                SlideQuery::new(
+                    Motion {
+                        origin: motion.origin,
+                        velocity: v,
+                    },
+                    0.05,
+                    body.clone(),
+                )
+                .unwrap()
+                .with_ground(Some(n))
+                .unwrap()
+            }
+            None => SlideQuery::new(motion, 0.05, body.clone())
+                .unwrap()
+                .with_gravity(800)
+                .unwrap(),
+        };
+        let moved = slide(&view, &query, &mut scratch);
+        motion = moved.motion;
+        probe = moved.ground;
+        let on = probe
+            .plane()
+            .filter(|n| !(motion.velocity.z > 0.0 && motion.velocity.dot(*n) > 10.0));
+        if on.is_some()
+            && flat(to - motion.origin).length() <= 16.0
+            && (motion.origin.z - to.z).abs() <= 18.0
+        {
+            return (tick, motion.origin);
+        }
+    }
+    (ticks, motion.origin)
+}
+
+#[test]
+fn walks_equal_chained_single_moves() {
+    use bspq::bots::{walk, Stop, WalkLine};
+    for map in MAPS {
+        let world = load_world(map, true);
+        let mut rng = common::Rng::new(4344);
+        let mut spots = Vec::new();
+        let (lo, hi) = world.bounds();
+        for _ in 0..4000 {
+            let p = lo + (hi - lo) * Vec3::new(rng.unit(), rng.unit(), rng.unit());
+            if let Some(s) = standing_at(&world, p) {
+                spots.push(s);
+            }
+            if spots.len() == 40 {
+                break;
+            }
+        }
+        assert!(spots.len() >= 20, "{map}: {} spots", spots.len());
+        let mut reasons = std::collections::BTreeMap::new();
+        let mut scratch = Scratch::new();
+        for pair in spots.chunks(2).filter(|p| p.len() == 2) {
+            // Near targets, so that some are reached.
+            let (from, far) = (pair[0], pair[1]);
+            for to in [far, from + (far - from).normalize_or_zero() * 96.0] {
+                let line = WalkLine {
+                    from: from.to_array().map(f64::from),
+                    to: to.to_array().map(f64::from),
+                    ticks: Some(60),
+                    ..Default::default()
+                };
+                let w = line.check().expect("valid walk");
+                let answer = walk(&world.view(), &w, &mut scratch);
+                *reasons.entry(format!("{:?}", answer.reason)).or_insert(0) += 1;
+                assert_eq!(answer.reached, answer.reason == Stop::Reached);
+                if answer.reached {
+                    assert!(answer.distance <= 16.0, "{map}: {answer:?}");
+                }
+                // Walks that ended for a reason the chain does not model
+                // are compared up to their last tick.
+                let (tick, origin) = walked_by_single_moves(&world, from, to, answer.ticks.max(1));
+                if answer.reason != Stop::StartSolid {
+                    assert_eq!(
+                        answer.origin,
+                        origin.to_array(),
+                        "{map}: {from} → {to}: {answer:?}"
+                    );
+                    if answer.reached {
+                        assert_eq!(answer.ticks, tick, "{map}: {from} → {to}");
+                    }
+                }
+            }
+        }
+        assert!(reasons.contains_key("Reached"), "{map}: {reasons:?}");
+        assert!(reasons.len() >= 2, "{map}: {reasons:?}");
+    }
+}
+
+#[test]
+fn walks_over_http_equal_the_library() {
+    use bspq::bots::{walk, WalkLine};
+    use common::server::TestServer;
+    let server = TestServer::start(None, bspq::service::Limits::default());
+    let world = load_world("q3dm6ish", true);
+    let from = standing_at(&world, Vec3::new(592.0, -60.0, 0.0)).expect("the stairs' foot");
+    let walks = vec![
+        WalkLine {
+            from: from.to_array().map(f64::from),
+            to: [800.0, -60.0, 0.0],
+            ..Default::default()
+        },
+        WalkLine {
+            from: from.to_array().map(f64::from),
+            to: [592.0, 300.0, -40.0],
+            jump: Some(true),
+            ..Default::default()
+        },
+    ];
+    let (status, reply) = http_post(
+        &format!("{}/v1/worlds/q3dm6ish/walk", server.base),
+        &serde_json::json!({ "walks": walks }),
+    );
+    assert_eq!(status, 200, "{reply}");
+    let mut scratch = Scratch::new();
+    for (i, line) in walks.iter().enumerate() {
+        let expected = walk(&world.view(), &line.check().unwrap(), &mut scratch);
+        let got: bspq::bots::WalkAnswer =
+            serde_json::from_value(reply["results"][i].clone()).expect("a walk answer");
+        assert_eq!(got, expected);
+    }
+    let (status, reply) = http_post(
+        &format!("{}/v1/worlds/q3dm6ish/walk", server.base),
+        &serde_json::json!({ "walks": [{"from": [0, 0, 0], "to": [1, 1, 1]}, {"from": [0, 0, 0], "to": [1, 1, 1], "ticks": 0}] }),
+    );
+    assert_eq!(
+        (
+            status,
+            reply["error"]["code"].as_str(),
+            reply["error"]["query_index"].as_u64()
+        ),
+        (400, Some("bad_ticks"), Some(1)),
+        "{reply}"
+    );
+}
