@@ -155,6 +155,9 @@ def load_results(results_dir):
             row[kind] = [json.loads(open(p).read().strip().splitlines()[-1])
                          for p in sorted(glob.glob(os.path.join(d, f"bench-{kind}-*.json")))
                          if os.path.getsize(p) > 0]
+        # Counts from a separate untimed pass (bspq bench --stats), if any.
+        row["walk"] = [json.loads(open(p).read().strip().splitlines()[-1])
+                       for p in glob.glob(os.path.join(d, "walk-*.json")) if os.path.getsize(p) > 0]
         row["embree"] = [json.loads(open(p).read().strip())
                          for p in sorted(glob.glob(os.path.join(d, "embree-*.json")))
                          if os.path.getsize(p) > 0]
@@ -232,17 +235,23 @@ def summarise(row):
         "embree_qps": median([e["intersect1_cpu_median"] for e in embree]) if embree else float("nan"),
         "rounds": rounds,
     })
-    walk = next((r["walk_by_kind"] for r in rays if r.get("walk_by_kind")), {})
+    walk = {}
+    for r in rays + row["walk"]:
+        walk.update(r.get("walk_by_kind") or {})
     bwalk = next((b["walk_by_kind"] for b in boxes if b.get("walk_by_kind")), {})
-    get = lambda w, kind, field: (w.get(kind, {}).get(field) or {}).get("mean", float("nan")) \
-        if isinstance(w.get(kind, {}).get(field), dict) else w.get(kind, {}).get(field, [float("nan")])[0] \
-        if isinstance(w.get(kind, {}).get(field), list) else float("nan")
+    def get(w, kind, field):
+        value = w.get(kind, {}).get(field)
+        return value.get("mean", float("nan")) if isinstance(value, dict) else float("nan")
+
     s["ray_bvh_nodes"] = get(walk, "rays", "bvh_nodes")
     s["ray_brushes"] = get(walk, "rays", "brushes")
     s["ray_patches"] = get(walk, "rays", "patches")
     s["ray_fallbacks"] = get(walk, "rays", "fallbacks")
     s["anyhit_bvh_nodes"] = get(walk, "anyhit", "bvh_nodes")
     s["anyhit_core_stops"] = get(walk, "anyhit", "core_stops")
+    s["walk_nodes"] = get(walk, "reference_rays", "nodes")
+    s["walk_leaves"] = get(walk, "reference_rays", "leaves")
+    s["walk_brushes"] = get(walk, "reference_rays", "brushes")
     s["box_bvh_nodes"] = get(bwalk, "boxes", "bvh_nodes")
     s["box_brushes"] = get(bwalk, "boxes", "brushes")
     s["sifted"] = rays[0].get("batch_sifted", float("nan"))
@@ -302,6 +311,9 @@ FEATURES = [
     ("ray BVH nodes", "ray_bvh_nodes", ".1f"),
     ("ray brushes+facets", "ray_brushes", ".2f"),
     ("any-hit core stops", "anyhit_core_stops", ".2f"),
+    ("BSP walk nodes", "walk_nodes", ".0f"),
+    ("BSP walk leaves", "walk_leaves", ".1f"),
+    ("BSP walk brushes", "walk_brushes", ".1f"),
     ("box BVH nodes", "box_bvh_nodes", ".1f"),
     ("solid brushes", "solid_brushes", "d"),
     ("thin brushes", "small_share", ".2f"),
@@ -316,13 +328,13 @@ FEATURES = [
 
 def table(results_dir):
     rows = [summarise(r) for r in load_results(results_dir)]
-    head = ["map"] + [c[0] for c in COLUMNS] + [f[0] for f in FEATURES]
+    dev = lambda s: s["name"] + (" (dev)" if s["name"] in DEV_MAPS else "")
+    head = ["map"] + [c[0] for c in COLUMNS] + ["bspq single rays/s", "Embree rays/s"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for s in rows:
-        cells = [s["name"] + (" (dev)" if s["name"] in DEV_MAPS else "")]
-        cells += [fmt(s[k], spec) + unit for _, k, spec, unit in COLUMNS]
-        cells += [fmt(s.get(k, float("nan")), spec) for _, k, spec in FEATURES]
+        cells = [dev(s)] + [fmt(s[k], spec) + unit for _, k, spec, unit in COLUMNS]
+        cells += [fmt(s["bspq_rays_qps"] / 1e6, ".2f") + " M", fmt(s["embree_qps"] / 1e6, ".2f") + " M"]
         print("| " + " | ".join(cells) + " |")
     print()
     for label, subset in (("all maps", rows), ("the six development maps", [s for s in rows if s["name"] in DEV_MAPS]),
@@ -344,6 +356,16 @@ def table(results_dir):
             lows.append(low["name"] if low else "—")
         print("| lowest map | " + " | ".join(lows) + " |")
         print()
+    print("What each map is and what its queries do (per query means; BSP walk: the rays through the reference walk alone):")
+    print()
+    head = ["map", "single / Embree"] + [f[0] for f in FEATURES]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for s in rows:
+        cells = [dev(s), fmt(s["single_embree"], ".2f") + "×"]
+        cells += [fmt(s.get(k, float("nan")), spec) for _, k, spec in FEATURES]
+        print("| " + " | ".join(cells) + " |")
+    print()
     print("Spearman rank correlation of each map feature with each ratio (all maps):")
     print()
     print("| feature | " + " | ".join(c[0] for c in COLUMNS) + " |")

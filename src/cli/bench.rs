@@ -590,6 +590,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter(|(_, list, _)| !list.is_empty())
         .map(|(name, list, any)| (name, walk_stats(&world, list, any)))
+        // The rays through the reference walk alone (the BSP tree, no fast
+        // search): what a tree walk costs on this map, beside the fast trace.
+        .chain((!ray_list.is_empty()).then(|| {
+            (
+                "reference_rays",
+                walk_stats(&world.reference(), &ray_list, false),
+            )
+        }))
         .collect()
     } else {
         Vec::new()

@@ -17,6 +17,7 @@ mod features;
 mod fuzz_regressions;
 mod hierarchy;
 mod listing;
+mod mesh_obj;
 mod movement;
 mod onion;
 mod properties;
