@@ -57,7 +57,9 @@ pub struct ServeArgs {
         default_value = "127.0.0.1:50051"
     )]
     pub grpc_addr: String,
-    /// Most gRPC requests (streams) served at once on one connection.
+    /// Most gRPC calls (HTTP/2 streams: unary calls and open streams alike)
+    /// open at once on one connection; clients hold further calls until one
+    /// ends.
     #[arg(
         long,
         env = "BSPQ_GRPC_CONCURRENCY",
@@ -115,6 +117,35 @@ pub struct ServeArgs {
     /// Largest request body (and gRPC message) in bytes.
     #[arg(long, env = "BSPQ_MAX_BODY_BYTES", value_name = "N", default_value_t = 32 << 20)]
     pub max_body_bytes: usize,
+    /// Most queries held at once over all requests (waiting for a worker or
+    /// being answered); a batch that would pass it is refused at once (HTTP
+    /// 429, gRPC RESOURCE_EXHAUSTED). A batch alone is always admitted.
+    #[arg(
+        long,
+        env = "BSPQ_MAX_QUERIES_IN_FLIGHT",
+        value_name = "N",
+        default_value_t = 524_288
+    )]
+    pub max_queries_in_flight: usize,
+    /// Most connections open at once, HTTP and gRPC together; past it a new
+    /// connection is answered 503 (HTTP) or closed (gRPC) at once. Keep it
+    /// below the process's file-descriptor limit (`ulimit -n`).
+    #[arg(
+        long,
+        env = "BSPQ_MAX_CONNECTIONS",
+        value_name = "N",
+        default_value_t = 512
+    )]
+    pub max_connections: usize,
+    /// Seconds a whole HTTP request body may take to arrive, however it
+    /// is paced (`--http-read-timeout-seconds` bounds each pause).
+    #[arg(
+        long,
+        env = "BSPQ_HTTP_BODY_TIMEOUT_SECONDS",
+        value_name = "S",
+        default_value_t = 300.0
+    )]
+    pub http_body_timeout_seconds: f64,
     /// Largest world upload in bytes.
     #[arg(long, env = "BSPQ_MAX_UPLOAD_BYTES", value_name = "N", default_value_t = 256 << 20)]
     pub max_upload_bytes: usize,
@@ -333,6 +364,11 @@ impl ServeArgs {
                 rescan_interval: seconds("rescan_seconds", self.rescan_seconds)?,
                 drain_timeout: seconds("drain_seconds", self.drain_seconds)?,
                 http_read_timeout: read_timeout,
+                http_body_timeout: seconds(
+                    "http_body_timeout_seconds",
+                    self.http_body_timeout_seconds,
+                )?,
+                max_connections: at_least("max_connections", self.max_connections, 1)?,
                 grpc: GrpcOptions {
                     concurrency_per_connection: at_least(
                         "grpc_concurrency",
@@ -355,6 +391,11 @@ impl ServeArgs {
                 max_queries_per_request: at_least("max_queries", self.max_queries, 1)?,
                 max_body_bytes: at_least("max_body_bytes", self.max_body_bytes, 1024)?,
                 max_upload_bytes: at_least("max_upload_bytes", self.max_upload_bytes, 1024)?,
+                max_queries_in_flight: at_least(
+                    "max_queries_in_flight",
+                    self.max_queries_in_flight,
+                    1,
+                )?,
             },
             admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
             curves: !self.no_curves,

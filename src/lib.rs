@@ -67,6 +67,8 @@ pub mod trace;
 #[cfg(feature = "server")]
 pub mod transport;
 #[cfg(feature = "server")]
+pub mod uploads;
+#[cfg(feature = "server")]
 pub mod watcher;
 pub mod world;
 

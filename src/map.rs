@@ -284,6 +284,9 @@ pub struct Map {
     /// The entity lump, parsed once when the world is loaded (which is
     /// also how a compiled file's entities section is validated).
     entities: Vec<Entity>,
+    /// [`Map::data_bytes`] of a world built in memory, serialised once on
+    /// first ask (world listings ask on every call).
+    built_bytes: std::sync::OnceLock<usize>,
 }
 
 impl std::fmt::Debug for Map {
@@ -410,7 +413,7 @@ impl Map {
     pub fn data_bytes(&self) -> usize {
         match self.storage.file_bytes() {
             Some(bytes) => bytes.len(),
-            None => self.to_file_bytes().len(),
+            None => *self.built_bytes.get_or_init(|| self.to_file_bytes().len()),
         }
     }
 
@@ -447,6 +450,7 @@ impl Map {
             accel,
             models,
             entities,
+            built_bytes: std::sync::OnceLock::new(),
         })
     }
 
@@ -513,6 +517,7 @@ impl Map {
             accel,
             models,
             entities,
+            built_bytes: std::sync::OnceLock::new(),
         })
     }
 

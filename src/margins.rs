@@ -30,6 +30,12 @@ pub const SOURCE_FAR_REACH: f32 = 2048.0;
 /// (units): well above the clip's 1/8-unit touch zone plus f32 rounding.
 pub const CULL_MARGIN: f32 = 1.0;
 
+/// How far beyond where the world stops a move a scene still traces the
+/// entities it meets (units): a move that touches an entity first comes
+/// within the clip's 1/8-unit touch zone of it before that point, plus f32
+/// rounding (see `scene`).
+pub const ENTITY_STOP_MARGIN: f32 = 1.0;
+
 /// How far a patch's bounds are grown for the source walk's culling: more
 /// than the clip epsilon by which a patch is in reach (`trace::patch`).
 pub const PATCH_CULL_MARGIN: f32 = 1.0;

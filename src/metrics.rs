@@ -30,6 +30,12 @@ pub struct Metrics {
     /// upload) and only names the registry accepted become labels.
     load_failures: IntCounterVec,
     pub in_flight: IntGauge,
+    /// Connections open now, both listeners together.
+    pub connections_open: IntGauge,
+    /// Connections closed at once because the server held its maximum.
+    pub connections_refused: IntCounterVec,
+    /// Failed accepts (out of descriptors or memory, …), by transport.
+    pub accept_errors: IntCounterVec,
     /// Held while the mirrored series are rebuilt and encoded, so that no
     /// scrape sees them half rebuilt (a counter dipping to 0 would read as
     /// a reset).
@@ -90,6 +96,25 @@ impl Metrics {
         registry.register(Box::new(world_version.clone()))?;
         registry.register(Box::new(load_failures.clone()))?;
         registry.register(Box::new(in_flight.clone()))?;
+        let connections_open =
+            IntGauge::new("bspq_connections_open", "Connections open, HTTP and gRPC")?;
+        let connections_refused = IntCounterVec::new(
+            Opts::new(
+                "bspq_connections_refused_total",
+                "Connections refused because --max-connections were open",
+            ),
+            &["transport"],
+        )?;
+        let accept_errors = IntCounterVec::new(
+            Opts::new(
+                "bspq_accept_errors_total",
+                "Failed accepts (the listener backs off after each)",
+            ),
+            &["transport"],
+        )?;
+        registry.register(Box::new(connections_open.clone()))?;
+        registry.register(Box::new(connections_refused.clone()))?;
+        registry.register(Box::new(accept_errors.clone()))?;
         Ok(Self {
             registry,
             requests,
@@ -100,6 +125,9 @@ impl Metrics {
             world_version,
             load_failures,
             in_flight,
+            connections_open,
+            connections_refused,
+            accept_errors,
             scrape: Mutex::new(()),
         })
     }

@@ -87,7 +87,48 @@ pub struct Registry {
     slots: DashMap<String, Arc<WorldSlot>>,
     options: CompileOptions,
     events: tokio::sync::broadcast::Sender<WorldEvent>,
+    /// Where each name's last version is kept across restarts, if anywhere.
+    versions: Mutex<Option<VersionFile>>,
+    /// World files the server wrote itself (uploads kept in the worlds
+    /// directory) with their identity, by name: already loaded, so the
+    /// watcher does not load them again.
+    written: Mutex<std::collections::HashMap<String, FileIdentity>>,
 }
+
+/// A file's identity: a replaced file (rename, or a new symlink target)
+/// changes its size, mtime or inode.
+pub type FileIdentity = (u64, SystemTime, u64);
+
+/// The identity of the file at `path` (following symlinks).
+pub fn file_identity(path: &Path) -> Option<FileIdentity> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?, m.ino()))
+}
+
+/// The last version of every name, kept in a file (beside the worlds) so
+/// that a name's versions keep increasing across restarts: a version never
+/// names two contents on one replica.
+#[derive(Debug)]
+struct VersionFile {
+    path: std::path::PathBuf,
+    last: std::collections::BTreeMap<String, u64>,
+}
+
+impl VersionFile {
+    /// Records `version` of `name`, replacing the file by rename so that a
+    /// crash leaves the old file or the new one, never half of one.
+    fn record(&mut self, name: &str, version: u64) -> std::io::Result<()> {
+        self.last.insert(name.to_owned(), version);
+        let text = serde_json::to_string(&self.last).map_err(std::io::Error::other)?;
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &self.path)
+    }
+}
+
+/// Name of the version file in a worlds directory (hidden: never a world).
+pub const VERSION_FILE: &str = ".bspq-versions.json";
 
 impl Default for Registry {
     fn default() -> Self {
@@ -102,7 +143,63 @@ impl Registry {
             slots: DashMap::new(),
             options,
             events,
+            versions: Mutex::new(None),
+            written: Mutex::new(Default::default()),
         }
+    }
+
+    /// Notes that the server itself wrote `name`'s world file, whose
+    /// identity is `id`, and loaded it.
+    pub fn mark_written(&self, name: &str, id: FileIdentity) {
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        written.insert(name.to_owned(), id);
+    }
+
+    /// Whether `path` is the file the server wrote for `name` (so it is
+    /// loaded already).
+    pub fn wrote(&self, name: &str, path: &Path) -> bool {
+        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        written
+            .get(name)
+            .is_some_and(|id| file_identity(path) == Some(*id))
+    }
+
+    /// Keeps every name's last version in `path` from now on, continuing
+    /// from the versions already there: call before the first load.
+    pub fn keep_versions_in(&self, path: &Path) -> std::io::Result<()> {
+        let last = match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Default::default(),
+            Err(e) => return Err(e),
+        };
+        let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+        *versions = Some(VersionFile {
+            path: path.to_owned(),
+            last,
+        });
+        Ok(())
+    }
+
+    /// The next version of `name` (whose slot's load lock is held), kept in
+    /// the version file before it serves.
+    fn next_version(&self, name: &str, slot: &WorldSlot) -> u64 {
+        let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+        let kept = versions
+            .as_ref()
+            .and_then(|v| v.last.get(name).copied())
+            .unwrap_or(0);
+        let version = slot
+            .next_version
+            .load(Ordering::SeqCst)
+            .max(kept)
+            .saturating_add(1);
+        slot.next_version.store(version, Ordering::SeqCst);
+        if let Some(file) = versions.as_mut() {
+            if let Err(error) = file.record(name, version) {
+                tracing::warn!(%error, path = %file.path.display(), world = name, version, "cannot keep the version: after a restart it may be given again");
+            }
+        }
+        version
     }
 
     /// The current version of `name`.
@@ -165,7 +262,7 @@ impl Registry {
         let _serial = slot.load_lock.lock().unwrap_or_else(|p| p.into_inner());
         match load {
             Ok(world) => {
-                let version = slot.next_version.fetch_add(1, Ordering::SeqCst) + 1;
+                let version = self.next_version(name, &slot);
                 let new = WorldVersion {
                     name: name.to_owned(),
                     version,
@@ -312,5 +409,30 @@ mod tests {
             Some(3),
             "versions carry on after an unload"
         );
+    }
+
+    #[test]
+    fn versions_carry_on_across_restarts_with_a_version_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join(VERSION_FILE);
+        let bytes = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/maps/q3dm6ish.bsp"),
+        )
+        .expect("map");
+        let first = Registry::default();
+        first.keep_versions_in(&file).expect("no file yet");
+        assert_eq!(first.load_bytes("w", &bytes, "upload").ok(), Some(1));
+        assert_eq!(first.load_bytes("w", &bytes, "upload").ok(), Some(2));
+        assert_eq!(first.load_bytes("v", &bytes, "upload").ok(), Some(1));
+        drop(first);
+        // A restart: the next versions follow the last ones given.
+        let second = Registry::default();
+        second.keep_versions_in(&file).expect("reads the file");
+        assert_eq!(second.load_bytes("w", &bytes, "upload").ok(), Some(3));
+        assert_eq!(second.load_bytes("v", &bytes, "upload").ok(), Some(2));
+        assert_eq!(second.load_bytes("new", &bytes, "upload").ok(), Some(1));
+        // Without the file, versions start again at 1.
+        let memory_only = Registry::default();
+        assert_eq!(memory_only.load_bytes("w", &bytes, "upload").ok(), Some(1));
     }
 }

@@ -5,9 +5,10 @@
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::service::Service;
+use crate::transport::connections::ConnectionLimit;
 use crate::transport::grpc::{self, GrpcOptions, GrpcState, COLLISION_SERVICE};
 use crate::transport::http::{router, HttpState};
-use crate::transport::http_listener;
+use crate::transport::http_listener::{self, HttpTimeouts};
 use crate::watcher::{load_dir, watch_dir, DirState};
 use std::future::Future;
 use std::path::PathBuf;
@@ -34,6 +35,10 @@ pub struct ServerOptions {
     /// How long an HTTP request head may take to arrive (and a keep-alive
     /// connection may stay idle), and the longest pause within a body.
     pub http_read_timeout: Duration,
+    /// How long a whole HTTP request body may take to arrive.
+    pub http_body_timeout: Duration,
+    /// Connections open at once, HTTP and gRPC together.
+    pub max_connections: usize,
     /// gRPC connection settings.
     pub grpc: GrpcOptions,
 }
@@ -45,6 +50,8 @@ impl Default for ServerOptions {
             rescan_interval: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(10),
             http_read_timeout: Duration::from_secs(60),
+            http_body_timeout: Duration::from_secs(300),
+            max_connections: 512,
             grpc: GrpcOptions::default(),
         }
     }
@@ -62,6 +69,12 @@ pub fn load_initial_worlds(registry: &Registry, options: &ServerOptions) -> anyh
             anyhow::bail!("the worlds directory {} is not a directory", dir.display());
         }
         if dir.is_dir() {
+            // Versions continue from the last run's (a read-only directory
+            // keeps them in memory only, with a warning at each load).
+            if let Err(error) = registry.keep_versions_in(&dir.join(crate::registry::VERSION_FILE))
+            {
+                tracing::warn!(%error, dir = %dir.display(), "cannot read the version file: versions start again at 1");
+            }
             // Failures are logged and recorded by the registry.
             let listing = load_dir(registry, dir)?;
             loaded_any =
@@ -113,6 +126,7 @@ pub async fn run(
     };
     let watcher = match options.worlds_dir.clone().filter(|d| d.is_dir()) {
         Some(dir) => {
+            service.keep_uploads_in(dir.clone());
             let state = DirState::snapshot(&dir);
             let (armed_tx, armed_rx) = tokio::sync::oneshot::channel();
             let task = tokio::spawn(watch_dir(
@@ -175,8 +189,15 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
     let mut stop_for_server = stop_rx.clone();
+    let http_metrics = Arc::clone(&metrics);
+    let limit = ConnectionLimit::new(options.max_connections, Arc::clone(&metrics));
+    let http_limit = limit.clone();
+    let timeouts = HttpTimeouts {
+        read: options.http_read_timeout,
+        body: options.http_body_timeout,
+    };
     let http_server = async move {
-        http_listener::serve(http, app, options.http_read_timeout, async move {
+        http_listener::serve(http, app, http_metrics, http_limit, timeouts, async move {
             let _ = stop_for_server.wait_for(|s| *s).await;
         })
         .await;
@@ -190,7 +211,7 @@ pub async fn run(
                     metrics: Arc::clone(&metrics),
                     stop: stop_rx.clone(),
                 };
-                grpc::serve(state, options.grpc.clone(), health_service, listener).await
+                grpc::serve(state, options.grpc.clone(), health_service, listener, limit).await
             }
             None => Ok(()),
         }

@@ -23,6 +23,8 @@ pub struct Limits {
     pub max_queries_per_request: usize,
     pub max_body_bytes: usize,
     pub max_upload_bytes: usize,
+    /// Queries held at once over all requests (admission control).
+    pub max_queries_in_flight: usize,
 }
 
 impl Default for Limits {
@@ -31,6 +33,7 @@ impl Default for Limits {
             max_queries_per_request: 65_536,
             max_body_bytes: 32 << 20,
             max_upload_bytes: 256 << 20,
+            max_queries_in_flight: 1 << 19,
         }
     }
 }
@@ -63,6 +66,12 @@ pub enum ServiceError {
     LoadFailed(String),
     #[error("request body exceeds the limit of {0} bytes")]
     TooLarge(usize),
+    /// Admission control: the queries held by the server would pass its
+    /// budget.
+    #[error("the server holds its budget of {budget} queries; this batch of {queries} is refused: retry later or on another replica")]
+    Overloaded { queries: usize, budget: usize },
+    #[error("the server holds its maximum of open connections; retry later or on another replica")]
+    TooManyConnections,
     #[error("internal error: {0}")]
     Internal(String),
     #[error("no route {0:?} (see GET /v1/worlds)")]
@@ -71,6 +80,33 @@ pub enum ServiceError {
     MethodNotAllowed(String),
     #[error("the server is shutting down; retry on another replica or after a restart")]
     ShuttingDown,
+    /// A request head the HTTP parser refused (the router never saw it).
+    #[error("the request line or a header is not valid HTTP/1.1 (paths and queries are percent-encoded ASCII)")]
+    BadRequestHead,
+    #[error("the request path and query are longer than the server reads")]
+    UriTooLong,
+    #[error("the request head (request line and headers) is larger than the server reads")]
+    HeadersTooLarge,
+}
+
+/// The longest error message sent to a client, in bytes (before the
+/// marker saying how much was cut).
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 512;
+
+/// `message` cut to [`MAX_ERROR_MESSAGE_BYTES`] on a character boundary,
+/// saying how many bytes were left out.
+fn capped_message(mut message: String) -> String {
+    if message.len() <= MAX_ERROR_MESSAGE_BYTES {
+        return message;
+    }
+    let mut end = MAX_ERROR_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = message.len() - end;
+    message.truncate(end);
+    message.push_str(&format!("… ({cut} more bytes)"));
+    message
 }
 
 /// Why a rejected world name is invalid.
@@ -107,10 +143,15 @@ impl ServiceError {
             ServiceError::AdminDisabled => "admin_disabled",
             ServiceError::LoadFailed(_) => "load_failed",
             ServiceError::TooLarge(_) => "too_large",
+            ServiceError::Overloaded { .. } => "overloaded",
+            ServiceError::TooManyConnections => "too_many_connections",
             ServiceError::Internal(_) => "internal",
             ServiceError::NoSuchRoute(_) => "not_found",
             ServiceError::MethodNotAllowed(_) => "method_not_allowed",
             ServiceError::ShuttingDown => "unavailable",
+            ServiceError::BadRequestHead => "malformed_request",
+            ServiceError::UriTooLong => "uri_too_long",
+            ServiceError::HeadersTooLarge => "headers_too_large",
         }
     }
 
@@ -128,10 +169,15 @@ impl ServiceError {
             ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
             ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),
+            ServiceError::Overloaded { .. } => (429, RESOURCE_EXHAUSTED),
+            ServiceError::TooManyConnections => (503, UNAVAILABLE),
             ServiceError::Internal(_) => (500, INTERNAL),
             ServiceError::NoSuchRoute(_) => (404, UNIMPLEMENTED),
             ServiceError::MethodNotAllowed(_) => (405, UNIMPLEMENTED),
             ServiceError::ShuttingDown => (503, UNAVAILABLE),
+            ServiceError::BadRequestHead => (400, INVALID_ARGUMENT),
+            ServiceError::UriTooLong => (414, RESOURCE_EXHAUSTED),
+            ServiceError::HeadersTooLarge => (431, RESOURCE_EXHAUSTED),
         }
     }
 
@@ -145,8 +191,13 @@ impl ServiceError {
     }
 
     /// The JSON error body: `{"error":{"code","message","query_index"}}`.
+    /// The message is cut to [`MAX_ERROR_MESSAGE_BYTES`]: it quotes what the
+    /// client sent (a name, a path, a field), and a megabyte name must not
+    /// come back as a megabyte answer (nor push a gRPC status message past
+    /// the client's header limit, which turns the error into another one).
     pub fn to_json(&self) -> serde_json::Value {
-        let mut error = serde_json::json!({"code": self.code(), "message": self.to_string()});
+        let message = capped_message(self.to_string());
+        let mut error = serde_json::json!({"code": self.code(), "message": message});
         if let Some(i) = self.query_index() {
             error["query_index"] = i.into();
         }
@@ -559,6 +610,11 @@ pub struct Service {
     /// time, so that their memory (up to a few times `max_upload_bytes`
     /// each) does not add up over uploads sent at once.
     upload_gate: std::sync::Mutex<()>,
+    /// The queries held at once, against `limits.max_queries_in_flight`.
+    pub admission: Arc<crate::transport::admission::Admission>,
+    /// The worlds directory uploads are written to (unset: uploads live in
+    /// memory only).
+    uploads_dir: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl Service {
@@ -566,10 +622,12 @@ impl Service {
         let admin_token = admin_token.filter(|t| !t.is_empty());
         Self {
             registry,
-            limits,
             batch: BatchOptions::default(),
             admin_token,
             upload_gate: std::sync::Mutex::new(()),
+            admission: crate::transport::admission::Admission::new(limits.max_queries_in_flight),
+            uploads_dir: std::sync::OnceLock::new(),
+            limits,
         }
     }
 
@@ -758,10 +816,28 @@ impl Service {
             .upload_gate
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // An archive's map may inflate to the upload limit, as if sent as is.
-        self.registry
-            .load_bytes_within(name, bytes, "upload", self.limits.max_upload_bytes as u64)
-            .map_err(|e| ServiceError::LoadFailed(e.to_string()))
+        // An archive's map may inflate to the upload limit, as if sent as
+        // is, and no further than any map member.
+        let inflate_limit =
+            (self.limits.max_upload_bytes as u64).min(crate::source::pk3::MAX_MEMBER_BYTES);
+        let version = self
+            .registry
+            .load_bytes_within(name, bytes, "upload", inflate_limit)
+            .map_err(|e| ServiceError::LoadFailed(e.to_string()))?;
+        if let Some(dir) = self.uploads_dir.get() {
+            crate::uploads::keep(&self.registry, dir, name, bytes).map_err(|error| {
+                ServiceError::Internal(format!(
+                    "world {name:?} serves as version {version} but could not be written to the worlds directory (it will not survive a restart): {error}"
+                ))
+            })?;
+        }
+        Ok(version)
+    }
+
+    /// Writes uploads through to `dir` (the worlds directory) from now on,
+    /// so they survive a restart. Without it they live in memory only.
+    pub fn keep_uploads_in(&self, dir: std::path::PathBuf) {
+        let _ = self.uploads_dir.set(dir);
     }
 
     pub fn unload(&self, name: &str) -> Result<(), ServiceError> {
@@ -896,6 +972,22 @@ mod tests {
             rfc3339(UNIX_EPOCH + Duration::from_secs(300_000_000_000)),
             "9999-12-31T23:59:59.999Z"
         );
+    }
+
+    #[test]
+    fn error_messages_quote_at_most_the_cap() {
+        let long = ServiceError::BadWorldName("é".repeat(100_000));
+        let message = long.to_json()["error"]["message"]
+            .as_str()
+            .expect("a message")
+            .to_owned();
+        let full = long.to_string();
+        let kept = message.split("… (").next().expect("the kept part");
+        assert!(kept.len() <= MAX_ERROR_MESSAGE_BYTES);
+        assert!(full.starts_with(kept));
+        assert!(message.ends_with(&format!("({} more bytes)", full.len() - kept.len())));
+        let short = ServiceError::UnknownWorld("q3dm6ish".into());
+        assert_eq!(short.to_json()["error"]["message"], short.to_string());
     }
 
     #[test]

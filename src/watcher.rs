@@ -24,7 +24,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 /// After an event, the directory must be quiet this long before it is
@@ -32,15 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 /// costs one scan.
 pub const SETTLE: Duration = Duration::from_millis(10);
 
-/// A file's identity: a replaced file (rename, or a new symlink target)
-/// changes inode, size or mtime.
-type Fingerprint = (u64, SystemTime, u64);
-
-fn fingerprint(path: &Path) -> Option<Fingerprint> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.len(), m.modified().ok()?, m.ino()))
-}
+use crate::registry::{file_identity as fingerprint, FileIdentity as Fingerprint};
 
 /// A worlds directory as one scan saw it (or the part of it that is new,
 /// see [`DirState::changed`]).
@@ -232,7 +224,10 @@ async fn reload_changed(registry: &Arc<Registry>, dir: &Path, state: &mut DirSta
     let _ = tokio::task::spawn_blocking(move || {
         report_skipped(&registry, &news);
         for (name, path) in &news.worlds {
-            let _ = registry.load_path(name, path);
+            // An upload the server wrote here is loaded already.
+            if !registry.wrote(name, path) {
+                let _ = registry.load_path(name, path);
+            }
         }
     })
     .await;

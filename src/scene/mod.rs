@@ -38,6 +38,7 @@ pub use rotation::Rotation;
 
 use crate::contents::CONTENTS_BODY;
 use crate::map::{LoadError, Map};
+use crate::margins::ENTITY_STOP_MARGIN;
 use crate::math::Vec3;
 use crate::trace::{
     checked_point, InvalidTrace, Kernel, LoneBrush, Scratch, TraceQuery, TraceResult,
@@ -320,9 +321,10 @@ impl<'m> PlacedScene<'m> {
             return (answer, entity);
         }
         let (lo, hi) = move_bounds(query);
+        let before_stop = stop_bounds(query, answer.fraction);
         let mut found = (answer, entity);
         let _ = self.meeting(lo, hi, |e| {
-            self.clip_entity(e, &mut found, query, pass, scratch)
+            self.clip_entity(e, &mut found, query, pass, before_stop, scratch)
         });
         found
     }
@@ -337,12 +339,20 @@ impl<'m> PlacedScene<'m> {
         (answer, entity): &mut (TraceResult, u32),
         query: &TraceQuery,
         pass: u32,
+        (stop_lo, stop_hi): (Vec3, Vec3),
         scratch: &mut Scratch,
     ) -> ControlFlow<()> {
         if answer.allsolid {
             return ControlFlow::Break(());
         }
         if e.skipped(query.mask(), pass, self.owner_of(pass)) {
+            return ControlFlow::Continue(());
+        }
+        // An entity the move only meets past where the world stopped it
+        // can neither stop it sooner nor hold its start. (Not for turned
+        // models: their box is turned with the move, so it may reach
+        // beyond the world-frame box.)
+        if e.rotation.is_none() && (e.absmin.cmpgt(stop_hi) | e.absmax.cmplt(stop_lo)).any() {
             return ControlFlow::Continue(());
         }
         let found = e.trace(query, scratch);
@@ -469,6 +479,22 @@ impl Placed<'_> {
         }
         (start, end, offset)
     }
+}
+
+/// Bounds of what the move sweeps until `fraction` of the way (where the
+/// world stops it), grown by [`ENTITY_STOP_MARGIN`] beyond the one unit of
+/// [`move_bounds`], within [`move_bounds`].
+fn stop_bounds(q: &TraceQuery, fraction: f32) -> (Vec3, Vec3) {
+    let (lo, hi) = move_bounds(q);
+    if fraction >= 1.0 {
+        return (lo, hi);
+    }
+    let stop = q.start + fraction * (q.end - q.start);
+    let grow = Vec3::splat(1.0 + ENTITY_STOP_MARGIN);
+    (
+        (q.start.min(stop) + q.mins - grow).max(lo),
+        (q.start.max(stop) + q.maxs + grow).min(hi),
+    )
 }
 
 /// Bounds of everything the move sweeps, grown by one unit.

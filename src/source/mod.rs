@@ -52,6 +52,14 @@ pub enum SourceError {
     NoSuchMember(String),
     #[error("pk3 member {name:?} is larger than the limit of {limit} bytes")]
     MemberTooLarge { name: String, limit: u64 },
+    #[error(
+        "pk3 member {name:?} inflates to more than {ratio} times its {compressed} compressed bytes"
+    )]
+    InflatesTooFar {
+        name: String,
+        compressed: u64,
+        ratio: u64,
+    },
 }
 
 impl From<entities::EntityError> for SourceError {

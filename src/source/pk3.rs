@@ -3,8 +3,17 @@
 use super::SourceError;
 use std::io::{Cursor, Read};
 
-/// Largest member we will inflate; a hostile archive cannot make us allocate more.
-pub const MAX_MEMBER_BYTES: u64 = 512 * 1024 * 1024;
+/// Largest member we will inflate; a hostile archive cannot make us allocate
+/// more. The largest Quake 3 maps are tens of megabytes.
+pub const MAX_MEMBER_BYTES: u64 = 128 * 1024 * 1024;
+
+/// Most a member may inflate per compressed byte. Maps deflate about 4:1;
+/// a member that hides its size (or lies about it) and inflates past this
+/// is refused as it inflates, not once it reaches the size limit.
+pub const MAX_INFLATE_RATIO: u64 = 32;
+
+/// Members inflating to less than this are not held to the ratio.
+const RATIO_FREE_BYTES: u64 = 1 << 20;
 
 /// True when the bytes start like a zip archive.
 pub fn looks_like_zip(bytes: &[u8]) -> bool {
@@ -53,12 +62,73 @@ pub fn read_member_limited(archive: &[u8], name: &str, limit: u64) -> Result<Vec
         .min(archive.len() as u64)
         .saturating_mul(4);
     let mut out = Vec::with_capacity(member.size().min(plausible) as usize);
+    let compressed = member.compressed_size();
+    let by_ratio = compressed
+        .saturating_mul(MAX_INFLATE_RATIO)
+        .max(RATIO_FREE_BYTES);
     let read = member
-        .take(limit + 1)
+        .take(limit.min(by_ratio) + 1)
         .read_to_end(&mut out)
         .map_err(|e| SourceError::Archive(e.to_string()))?;
     if read as u64 > limit {
         return Err(SourceError::MemberTooLarge { name: found, limit });
     }
+    if read as u64 > by_ratio {
+        return Err(SourceError::InflatesTooFar {
+            name: found,
+            compressed,
+            ratio: MAX_INFLATE_RATIO,
+        });
+    }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn pk3_of(name: &str, member: &[u8]) -> Vec<u8> {
+        let deflated = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+        zip.start_file(name, deflated).expect("zip member");
+        zip.write_all(member).expect("zip write");
+        zip.finish().expect("zip").into_inner()
+    }
+
+    #[test]
+    fn a_member_inflating_past_the_ratio_is_refused() {
+        // 8 MiB of zeros deflate to a few kilobytes: well past 32:1, and
+        // well within the size limit.
+        let bomb = pk3_of("maps/bomb.bsp", &vec![0; 8 << 20]);
+        assert!(bomb.len() < (8 << 20) / 100);
+        match read_member_limited(&bomb, "maps/bomb.bsp", MAX_MEMBER_BYTES) {
+            Err(SourceError::InflatesTooFar { ratio, .. }) => assert_eq!(ratio, MAX_INFLATE_RATIO),
+            other => panic!("expected InflatesTooFar, got {other:?}"),
+        }
+        // A member that barely compresses inflates whole, and one under a
+        // megabyte is not held to the ratio.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let noise: Vec<u8> = (0..(2 << 20))
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        let plain = pk3_of("maps/noise.bsp", &noise);
+        assert_eq!(
+            read_member_limited(&plain, "maps/noise.bsp", MAX_MEMBER_BYTES).expect("inflates"),
+            noise
+        );
+        let small = pk3_of("maps/small.bsp", &vec![0; 512 << 10]);
+        assert_eq!(
+            read_member_limited(&small, "maps/small.bsp", MAX_MEMBER_BYTES)
+                .expect("inflates")
+                .len(),
+            512 << 10
+        );
+    }
 }

@@ -6,7 +6,10 @@
 //! handshake, so a client that connected and sent nothing, or part of the
 //! preface, held its connection and a task for ever.
 
+use super::connections::{ConnectionLimit, Counted};
+use crate::metrics::Metrics;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_stream::wrappers::ReceiverStream;
@@ -18,11 +21,17 @@ const HTTP2_PREFACE_LEN: usize = 24;
 /// The next connection on `listener`, with TCP_NODELAY set (without it a
 /// small answer waits for the client's delayed ACK, ~40 ms per unary gRPC
 /// call on Linux). A failed accept is retried: at once for a connection
-/// the client already gave up, after a second when the process is out of
-/// descriptors or memory, so that the loop does not spin while they are
-/// short.
-pub(crate) async fn next_connection(listener: &TcpListener) -> TcpStream {
+/// the client already gave up, else after a pause that doubles from 10 ms
+/// to a second while accepts keep failing (out of descriptors or memory),
+/// so that the loop does not spin while they are short. Each failure is
+/// counted on `transport`.
+pub(crate) async fn next_connection(
+    listener: &TcpListener,
+    metrics: &Metrics,
+    transport: &str,
+) -> TcpStream {
     use io::ErrorKind;
+    let mut pause = MIN_ACCEPT_PAUSE;
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -37,30 +46,44 @@ pub(crate) async fn next_connection(listener: &TcpListener) -> TcpStream {
                         | ErrorKind::ConnectionRefused
                 ) => {}
             Err(error) => {
-                tracing::warn!(%error, "cannot accept a connection; retrying in a second");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                metrics.accept_errors.with_label_values(&[transport]).inc();
+                tracing::warn!(%error, transport, pause_ms = pause.as_millis() as u64, "cannot accept a connection; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_ACCEPT_PAUSE);
             }
         }
     }
 }
 
+/// The pauses after failed accepts: the first, and the longest.
+const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(10);
+const MAX_ACCEPT_PAUSE: Duration = Duration::from_secs(1);
+
 /// The connections accepted on `listener` whose clients sent the HTTP/2
-/// preface within `deadline`; the others are closed. Each connection waits on its own, so a silent client
-/// delays nobody. Accepting stops once the stream is dropped.
+/// preface within `deadline`; the others are closed, and so are those
+/// accepted while `limit` has no free slot. Each connection waits on its
+/// own, so a silent client delays nobody. Accepting stops once the stream
+/// is dropped.
 pub(crate) fn with_http2_preface(
     listener: TcpListener,
     deadline: Duration,
-) -> ReceiverStream<io::Result<TcpStream>> {
+    limit: ConnectionLimit,
+    metrics: Arc<Metrics>,
+) -> ReceiverStream<io::Result<Counted<TcpStream>>> {
     let (ready, incoming) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
         loop {
             let stream = tokio::select! {
-                stream = next_connection(&listener) => stream,
+                stream = next_connection(&listener, &metrics, "grpc") => stream,
                 () = ready.closed() => return,
+            };
+            // Over the limit: closed at once (dropped).
+            let Ok(stream) = limit.admit(stream, "grpc") else {
+                continue;
             };
             let ready = ready.clone();
             tokio::spawn(async move {
-                let sent = tokio::time::timeout(deadline, preface_sent(&stream)).await;
+                let sent = tokio::time::timeout(deadline, preface_sent(stream.get_ref())).await;
                 if sent == Ok(true) {
                     let _ = ready.send(Ok(stream)).await;
                 }

@@ -36,7 +36,9 @@ const TRANSPORT: &str = "grpc";
 /// Connection-level settings of the gRPC server.
 #[derive(Debug, Clone)]
 pub struct GrpcOptions {
-    /// Requests (streams) served at once on one connection.
+    /// Calls (HTTP/2 streams: unary calls, open `TraceStream`s and health
+    /// watches alike) open at once on one connection; a client holds its
+    /// further calls until one ends.
     pub concurrency_per_connection: usize,
     /// HTTP/2 keepalive ping interval and how long to wait for the ack.
     pub keepalive_interval: Duration,
@@ -562,12 +564,11 @@ impl GrpcState {
         queries: Option<usize>,
         work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
     ) -> Result<T, Status> {
-        let inline = queries.is_some_and(|n| n <= super::INLINE_QUERIES);
         super::run_work(
             &self.service,
             &self.metrics,
             (kind, TRANSPORT),
-            inline,
+            queries,
             work,
         )
         .await
@@ -959,6 +960,7 @@ pub async fn serve(
         impl tonic_health::pb::health_server::Health,
     >,
     listener: tokio::net::TcpListener,
+    connections: super::connections::ConnectionLimit,
 ) -> anyhow::Result<()> {
     let limits = &state.service.limits;
     let decode = limits.max_body_bytes;
@@ -993,8 +995,16 @@ pub async fn serve(
         state: state.clone(),
         limit: limits.max_upload_bytes,
     };
+    // The limit is HTTP/2's own (SETTINGS_MAX_CONCURRENT_STREAMS), so a
+    // client holds calls past it until a stream ends. A limit inside the
+    // server (tonic's per-connection concurrency limit) took the streams
+    // and held their bodies unread: a few large calls over it filled the
+    // connection's flow-control window, so the running calls could not read
+    // their own bodies and every call waited out its deadline. It also
+    // counted a streaming call only until its answer stream opened.
+    let streams = u32::try_from(options.concurrency_per_connection.max(1)).unwrap_or(u32::MAX);
     let mut builder = tonic::transport::Server::builder()
-        .concurrency_limit_per_connection(options.concurrency_per_connection.max(1))
+        .max_concurrent_streams(streams)
         .http2_keepalive_interval(Some(options.keepalive_interval))
         .http2_keepalive_timeout(Some(options.keepalive_timeout));
     if let Some(age) = options.max_connection_age {
@@ -1008,7 +1018,12 @@ pub async fn serve(
         .add_service(collision)
         .add_service(admin)
         .serve_with_incoming_shutdown(
-            super::accept::with_http2_preface(listener, options.preface_timeout),
+            super::accept::with_http2_preface(
+                listener,
+                options.preface_timeout,
+                connections,
+                Arc::clone(&state.metrics),
+            ),
             async move {
                 let _ = stop.wait_for(|s| *s).await;
             },

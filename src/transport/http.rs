@@ -242,12 +242,11 @@ async fn run_work<T: Send + 'static>(
     queries: Option<usize>,
     work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ServiceError> {
-    let inline = queries.is_some_and(|n| n <= super::INLINE_QUERIES);
     super::run_work(
         &state.service,
         &state.metrics,
         (kind, TRANSPORT),
-        inline,
+        queries,
         work,
     )
     .await

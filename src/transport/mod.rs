@@ -1,7 +1,11 @@
 //! Network front ends over the transport-free [`crate::service::Service`].
 
 pub(crate) mod accept;
+pub mod admission;
+pub(crate) mod body_deadline;
+pub mod connections;
 pub mod grpc;
+pub(crate) mod head_errors;
 pub mod http;
 pub mod http_listener;
 
@@ -18,15 +22,19 @@ use std::time::Instant;
 pub(crate) const INLINE_QUERIES: usize = 128;
 
 /// Runs service work, counting it in the in-flight gauge and the latency
-/// histogram: `inline` (a small batch) on the calling task, else on the
-/// blocking pool (never on the reactor).
+/// histogram: a batch of `queries` is first admitted against the server's
+/// budget (see [`admission`]); a small one runs on the calling task, else
+/// (and work that is not a batch, `None`) on the blocking pool (never on
+/// the reactor).
 pub(crate) async fn run_work<T: Send + 'static>(
     service: &Arc<Service>,
     metrics: &Metrics,
     (kind, transport): (&'static str, &'static str),
-    inline: bool,
+    queries: Option<usize>,
     work: impl FnOnce(&Service) -> Result<T, ServiceError> + Send + 'static,
 ) -> Result<T, ServiceError> {
+    let inline = queries.is_some_and(|n| n <= INLINE_QUERIES);
+    let _admitted = queries.map(|n| service.admission.admit(n)).transpose()?;
     let started = Instant::now();
     metrics.in_flight.inc();
     let result = if inline {

@@ -23,6 +23,7 @@ mod onion;
 mod properties;
 mod robustness;
 mod scene;
+mod server_abuse;
 mod server_config;
 mod server_grpc;
 mod server_http;
