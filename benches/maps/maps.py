@@ -255,6 +255,9 @@ def summarise(row):
     s["box_bvh_nodes"] = get(bwalk, "boxes", "bvh_nodes")
     s["box_brushes"] = get(bwalk, "boxes", "brushes")
     s["sifted"] = rays[0].get("batch_sifted", float("nan"))
+    s["box_sifted"] = boxes[0].get("batch_sifted", float("nan"))
+    s["bspq_boxes_qps"] = median([cpu(b, "bspq") for b in boxes])
+    s["parry_boxes_qps"] = median([cpu(b, "parry") for b in boxes])
     if embree:
         s["hit_share"] = embree[0]["hit_share"]
         s["mean_length"] = embree[0]["mean_length"]
@@ -309,12 +312,15 @@ COLUMNS = [
 
 FEATURES = [
     ("ray BVH nodes", "ray_bvh_nodes", ".1f"),
-    ("ray brushes+facets", "ray_brushes", ".2f"),
+    ("ray brushes clipped", "ray_brushes", ".2f"),
+    ("ray facets clipped", "ray_patches", ".2f"),
+    ("any-hit BVH nodes", "anyhit_bvh_nodes", ".1f"),
     ("any-hit core stops", "anyhit_core_stops", ".2f"),
     ("BSP walk nodes", "walk_nodes", ".0f"),
     ("BSP walk leaves", "walk_leaves", ".1f"),
     ("BSP walk brushes", "walk_brushes", ".1f"),
     ("box BVH nodes", "box_bvh_nodes", ".1f"),
+    ("boxes sifted", "box_sifted", ".2f"),
     ("solid brushes", "solid_brushes", "d"),
     ("thin brushes", "small_share", ".2f"),
     ("brushes per leaf", "leaf_brushes_mean", ".1f"),
@@ -370,8 +376,8 @@ def table(results_dir):
     print()
     print("| feature | " + " | ".join(c[0] for c in COLUMNS) + " |")
     print("|" + "---|" * (len(COLUMNS) + 1))
-    extra = [("bspq rays/s", "bspq_rays_qps"), ("Embree rays/s", "embree_qps"), ("ray patches", "ray_patches"),
-             ("any-hit BVH nodes", "anyhit_bvh_nodes"), ("box brushes", "box_brushes"), ("batch sifted", "sifted"),
+    extra = [("bspq rays/s", "bspq_rays_qps"), ("Embree rays/s", "embree_qps"), ("box brushes", "box_brushes"), ("rays sifted", "sifted"),
+             ("bspq boxes/s", "bspq_boxes_qps"), ("parry3d boxes/s", "parry_boxes_qps"),
              ("mean brush sides", "mean_sides"), ("brushes per M u³", "brushes_per_mu3"),
              ("tree nodes", "tree_nodes"), ("triangles", "triangles")]
     for label, k in [(f[0], f[1]) for f in FEATURES] + extra:

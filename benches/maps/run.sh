@@ -68,11 +68,13 @@ bench() { # KIND ROUND [extra options]
     shift 2
     "$BSPQ" bench --world "$world" --queries "$dir/$kind.jsonl" --json --threads 1 \
         --runs "$RUNS" --min-run-ms "$MIN_RUN_MS" --batch 4096 --no-shapes "$@" \
-        > "$dir/bench-$kind-$round.json" 2> "$dir/bench-$kind-$round.log"
+        > "$dir/bench-$kind-$round.json" 2> "$dir/bench-$kind-$round.log" ||
+        echo "run.sh: $name: bspq bench $kind failed (see $dir/bench-$kind-$round.log)" >&2
 }
 embree_run() { # ROUND
     [ -n "$embree" ] || return 0
-    "$embree" "$dir/mesh.obj" "$dir/rays.jsonl" "$RUNS" "$MIN_RUN_MS" > "$dir/embree-$1.json"
+    "$embree" "$dir/mesh.obj" "$dir/rays.jsonl" "$RUNS" "$MIN_RUN_MS" > "$dir/embree-$1.json" ||
+        echo "run.sh: $name: the Embree harness failed" >&2
 }
 
 total=$(wc -l < "$out/maps.txt")
@@ -82,11 +84,13 @@ while read -r name world; do
     dir=$out/$name
     mkdir -p "$dir"
     echo "[$n/$total] $name  $(date -u +%T)  load $(cut -d' ' -f1 /proc/loadavg)" >&2
-    python3 "$here/maps.py" features "$world" > "$dir/features.json"
-    "$BSPQ" inspect --world "$world" > "$dir/inspect.txt" 2>&1
-    for kind in rays boxes; do
-        "$BSPQ" workload --world "$world" --kind "$kind" --count "$COUNT" > "$dir/$kind.jsonl"
-    done
+    if ! python3 "$here/maps.py" features "$world" > "$dir/features.json" ||
+        ! "$BSPQ" inspect --world "$world" > "$dir/inspect.txt" 2>&1 ||
+        ! "$BSPQ" workload --world "$world" --kind rays --count "$COUNT" > "$dir/rays.jsonl" ||
+        ! "$BSPQ" workload --world "$world" --kind boxes --count "$COUNT" > "$dir/boxes.jsonl"; then
+        echo "run.sh: $name: cannot read the map or make its queries; skipped" >&2
+        continue
+    fi
     rm -f "$dir"/bench-*.json "$dir"/embree-*.json
     round=1
     while [ "$round" -le "$ROUNDS" ]; do
