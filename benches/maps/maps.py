@@ -188,7 +188,7 @@ def parse_inspect(path):
 
 
 def median(v):
-    v = sorted(v)
+    v = sorted(x for x in v if not math.isnan(x))
     n = len(v)
     if not n:
         return float("nan")
@@ -206,8 +206,15 @@ def quantile(v, q):
 
 
 def cpu(bench, key):
+    """A rate per CPU-second; NaN where the run has none (bench reports
+    null when it could not read the CPU clock for a run)."""
     e = bench.get(key)
-    return e.get("cpu_median") if isinstance(e, dict) else None
+    value = e.get("cpu_median") if isinstance(e, dict) else None
+    return float("nan") if value is None else value
+
+
+def ratio(a, b):
+    return a / b if b and not math.isnan(b) else float("nan")
 
 
 def summarise(row):
@@ -219,14 +226,14 @@ def summarise(row):
     single_e, batch_e, any_e, single_p, box_p, box_batch_p = [], [], [], [], [], []
     for i in range(rounds):
         r, e = rays[i], embree[i]
-        single_e.append(cpu(r, "bspq") / e["intersect1_cpu_median"])
-        batch_e.append(cpu(r, "bspq_batch") / e["intersect1_cpu_median"])
-        any_e.append(cpu(r, "bspq_anyhit") / e["occluded1_cpu_median"])
+        single_e.append(ratio(cpu(r, "bspq"), e["intersect1_cpu_median"]))
+        batch_e.append(ratio(cpu(r, "bspq_batch"), e["intersect1_cpu_median"]))
+        any_e.append(ratio(cpu(r, "bspq_anyhit"), e["occluded1_cpu_median"]))
     for r in rays:
-        single_p.append(cpu(r, "bspq") / cpu(r, "parry"))
+        single_p.append(ratio(cpu(r, "bspq"), cpu(r, "parry")))
     for b in boxes:
-        box_p.append(cpu(b, "bspq") / cpu(b, "parry"))
-        box_batch_p.append(cpu(b, "bspq_batch") / cpu(b, "parry"))
+        box_p.append(ratio(cpu(b, "bspq"), cpu(b, "parry")))
+        box_batch_p.append(ratio(cpu(b, "bspq_batch"), cpu(b, "parry")))
     s.update({
         "single_embree": median(single_e), "batch_embree": median(batch_e),
         "anyhit_embree": median(any_e), "rays_parry": median(single_p),
