@@ -2,6 +2,7 @@
 //! on the same queries in the same process.
 
 mod hull;
+mod mesh_obj;
 mod moves;
 mod parry;
 mod scene;
@@ -86,6 +87,11 @@ pub struct BenchArgs {
     /// traces per move and what a move costs over its traces.
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     moves: Option<Option<PathBuf>>,
+    /// Also write the parry3d baseline's mesh (the solid brushes' faces and
+    /// patch facets, as triangles) to FILE as Wavefront OBJ, for measuring
+    /// an engine outside the process on the same triangles.
+    #[arg(long, value_name = "FILE")]
+    mesh_obj: Option<PathBuf>,
 }
 
 /// Mean and 99th percentile of one walk counter over the traces.
@@ -445,6 +451,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let rays = traces.iter().filter(|q| q.mins() == q.maxs()).count();
     let boxes = traces.len() - rays;
     let min_run = Duration::from_millis(args.min_run_ms);
+    if let Some(path) = &args.mesh_obj {
+        progress.stage("writing the baseline mesh");
+        let baseline = Baseline::build(&world).context("the baseline mesh for --mesh-obj")?;
+        mesh_obj::write(&baseline, path)?;
+    }
 
     let mut scratch = Scratch::new();
     progress.stage("timing single traces");
@@ -579,6 +590,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter(|(_, list, _)| !list.is_empty())
         .map(|(name, list, any)| (name, walk_stats(&world, list, any)))
+        // The rays through the reference walk alone (the BSP tree, no fast
+        // search): what a tree walk costs on this map, beside the fast trace.
+        .chain((!ray_list.is_empty()).then(|| {
+            (
+                "reference_rays",
+                walk_stats(&world.reference(), &ray_list, false),
+            )
+        }))
         .collect()
     } else {
         Vec::new()

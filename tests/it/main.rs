@@ -21,6 +21,7 @@ mod fuzz_regressions;
 mod geometry;
 mod hierarchy;
 mod listing;
+mod mesh_obj;
 mod movement;
 mod onion;
 mod properties;
