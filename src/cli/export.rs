@@ -1,7 +1,7 @@
 //! `bspq export`: a world's solid geometry as a `.glb`, `.obj` or `.json`
 //! file, the format taken from the output's extension.
 
-use super::{BevelArgs, WorldArgs};
+use super::WorldArgs;
 use anyhow::Context;
 use bspq::geometry::{self, map_meshes};
 use bspq::service::geometry::{encode, GeometryFormat, MAX_GEOMETRY_TRIANGLES};
@@ -49,16 +49,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
             args.output.display()
         )
     })?;
-    let world_args = WorldArgs {
-        world: args.world.clone(),
-        no_curves: args.no_curves,
-        bevels: BevelArgs {
-            edge_bevels: bspq::compile::bevels::DEFAULT_EDGE_ANGLE,
-            no_edge_bevels: false,
-            no_cap_bevels: false,
-        },
-    };
-    let map = world_args.open()?;
+    let map = WorldArgs::with_default_bevels(&args.world, args.no_curves).open()?;
     let started = Instant::now();
     let mask = args.mask.unwrap_or(geometry::ALL_CONTENTS);
     let meshes = map_meshes(&map, mask, args.model)?;

@@ -1,7 +1,7 @@
 //! `bspq floor`: a floor grid over a world, as the HTTP route answers it
 //! (NDJSON on stdout: a header, then one line per band of rows).
 
-use super::{BevelArgs, WorldArgs};
+use super::WorldArgs;
 use anyhow::Context;
 use bspq::query::floor::FloorRequest;
 use bspq::trace::BatchOptions;
@@ -25,16 +25,7 @@ pub struct FloorArgs {
 pub fn run(args: FloorArgs) -> anyhow::Result<ExitCode> {
     let request: FloorRequest =
         serde_json::from_str(&args.grid).context("the grid is not a floor grid request")?;
-    let world_args = WorldArgs {
-        world: args.world.clone(),
-        no_curves: args.no_curves,
-        bevels: BevelArgs {
-            edge_bevels: bspq::compile::bevels::DEFAULT_EDGE_ANGLE,
-            no_edge_bevels: false,
-            no_cap_bevels: false,
-        },
-    };
-    let map = world_args.open()?;
+    let map = WorldArgs::with_default_bevels(&args.world, args.no_curves).open()?;
     let world = map.view();
     let grid = request.check(&world)?;
     let name = bspq::map::WorldSpec::parse(&args.world).name();

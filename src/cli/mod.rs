@@ -73,6 +73,22 @@ pub struct WorldArgs {
     pub bevels: BevelArgs,
 }
 
+impl WorldArgs {
+    /// A world opened with the default shape bevels (for commands whose
+    /// answers no shape reads).
+    pub fn with_default_bevels(world: &str, no_curves: bool) -> Self {
+        WorldArgs {
+            world: world.to_owned(),
+            no_curves,
+            bevels: BevelArgs {
+                edge_bevels: bspq::compile::bevels::DEFAULT_EDGE_ANGLE,
+                no_edge_bevels: false,
+                no_cap_bevels: false,
+            },
+        }
+    }
+}
+
 /// Shape bevels: extra planes only sphere, capsule, cylinder and convex
 /// sweeps read (boxes and rays never do).
 #[derive(clap::Args, Clone)]
