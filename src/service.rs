@@ -205,11 +205,14 @@ impl ServiceError {
     }
 }
 
-/// Answers to one batch, naming the world version that answered.
+/// Answers to one batch, naming the world version that answered and the
+/// content it was built from (`source_hash`, as `GET /v1/worlds/{name}`
+/// reports it: the same on every replica for the same map).
 #[derive(Debug, Clone, Serialize)]
 pub struct BatchAnswer {
     pub world: String,
     pub version: u64,
+    pub source_hash: String,
     pub results: Vec<Answer>,
 }
 
@@ -283,6 +286,7 @@ impl PackedResults {
 pub struct PackedAnswer {
     pub world: String,
     pub version: u64,
+    pub source_hash: String,
     pub results: PackedResults,
     /// With a scene: per query, the entity that gave the answer
     /// ([`ENTITY_NONE`] for an any-hit query of a tick).
@@ -359,6 +363,7 @@ impl PackedAnswer {
         PackedAnswer {
             world: answer.world,
             version: answer.version,
+            source_hash: answer.source_hash,
             results,
             entities,
             point_contents,
@@ -708,6 +713,7 @@ impl Service {
         Ok(PackedAnswer {
             world: version.name.clone(),
             version: version.version,
+            source_hash: version.source_hash.clone(),
             results,
             entities: Vec::new(),
             point_contents: Vec::new(),
@@ -766,6 +772,7 @@ impl Service {
         Ok(BatchAnswer {
             world: version.name.clone(),
             version: version.version,
+            source_hash: version.source_hash.clone(),
             results,
         })
     }
@@ -778,6 +785,7 @@ impl Service {
         BatchAnswer {
             world: version.name.clone(),
             version: version.version,
+            source_hash: version.source_hash.clone(),
             results,
         }
     }
@@ -893,7 +901,7 @@ impl Service {
             d.curves = Some(w.info.curves);
             d.hulls = w.info.hulls.iter().map(|h| h.name.clone()).collect();
             d.source_name = Some(w.info.source_name.clone());
-            d.source_hash = Some(format!("{:016x}", w.info.source_hash));
+            d.source_hash = Some(v.source_hash.clone());
             d.counts = Some(Counts {
                 brushes: w.brushes.len(),
                 patches: w.patches.len(),

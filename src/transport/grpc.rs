@@ -391,6 +391,7 @@ pub fn trace_response(answer: PackedAnswer, sequence: u64) -> pb::TraceResponse 
     let mut r = pb::TraceResponse {
         world: answer.world,
         version: answer.version,
+        source_hash: answer.source_hash,
         sequence,
         ..Default::default()
     };
@@ -747,6 +748,7 @@ impl Collision for GrpcCollision {
         Ok(Response::new(pb::PointContentsResponse {
             world: answer.world,
             version: answer.version,
+            source_hash: answer.source_hash,
             contents,
         }))
     }
@@ -804,6 +806,7 @@ impl Collision for GrpcCollision {
         Ok(Response::new(pb::GetEntitiesResponse {
             world: version.name.clone(),
             version: version.version,
+            source_hash: version.source_hash.clone(),
             entities,
         }))
     }

@@ -10,6 +10,7 @@ mod common;
 mod batch;
 mod cli;
 mod conformance;
+mod content_hash;
 mod cores;
 mod deploy;
 mod entities;
