@@ -25,6 +25,10 @@ pub struct Limits {
     pub max_upload_bytes: usize,
     /// Queries held at once over all requests (admission control).
     pub max_queries_in_flight: usize,
+    /// Bytes of query request bodies (HTTP bodies, gRPC `Trace` and
+    /// `PointContents` messages) held at once, from their head until their
+    /// answer is sent: admitted before a body is read.
+    pub max_body_bytes_in_flight: usize,
 }
 
 impl Default for Limits {
@@ -34,6 +38,7 @@ impl Default for Limits {
             max_body_bytes: 32 << 20,
             max_upload_bytes: 256 << 20,
             max_queries_in_flight: 1 << 19,
+            max_body_bytes_in_flight: 64 << 20,
         }
     }
 }
@@ -70,6 +75,10 @@ pub enum ServiceError {
     /// budget.
     #[error("the server holds its budget of {budget} queries; this batch of {queries} is refused: retry later or on another replica")]
     Overloaded { queries: usize, budget: usize },
+    /// Admission control before a body is read: the request bodies held
+    /// by the server would pass its byte budget.
+    #[error("the server holds its budget of {budget} bytes of request bodies; this body of {bytes} bytes is refused: retry later or on another replica")]
+    BodiesOverloaded { bytes: usize, budget: usize },
     #[error("the server holds its maximum of open connections; retry later or on another replica")]
     TooManyConnections,
     #[error("internal error: {0}")]
@@ -143,7 +152,9 @@ impl ServiceError {
             ServiceError::AdminDisabled => "admin_disabled",
             ServiceError::LoadFailed(_) => "load_failed",
             ServiceError::TooLarge(_) => "too_large",
-            ServiceError::Overloaded { .. } => "overloaded",
+            ServiceError::Overloaded { .. } | ServiceError::BodiesOverloaded { .. } => {
+                "overloaded"
+            }
             ServiceError::TooManyConnections => "too_many_connections",
             ServiceError::Internal(_) => "internal",
             ServiceError::NoSuchRoute(_) => "not_found",
@@ -169,7 +180,9 @@ impl ServiceError {
             ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
             ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),
-            ServiceError::Overloaded { .. } => (429, RESOURCE_EXHAUSTED),
+            ServiceError::Overloaded { .. } | ServiceError::BodiesOverloaded { .. } => {
+                (429, RESOURCE_EXHAUSTED)
+            }
             ServiceError::TooManyConnections => (503, UNAVAILABLE),
             ServiceError::Internal(_) => (500, INTERNAL),
             ServiceError::NoSuchRoute(_) => (404, UNIMPLEMENTED),
@@ -617,6 +630,9 @@ pub struct Service {
     upload_gate: std::sync::Mutex<()>,
     /// The queries held at once, against `limits.max_queries_in_flight`.
     pub admission: Arc<crate::transport::admission::Admission>,
+    /// The query request bodies held at once, against
+    /// `limits.max_body_bytes_in_flight`.
+    pub body_admission: Arc<crate::transport::admission::Admission>,
     /// The worlds directory uploads are written to (unset: uploads live in
     /// memory only).
     uploads_dir: std::sync::OnceLock<std::path::PathBuf>,
@@ -631,6 +647,9 @@ impl Service {
             admin_token,
             upload_gate: std::sync::Mutex::new(()),
             admission: crate::transport::admission::Admission::new(limits.max_queries_in_flight),
+            body_admission: crate::transport::admission::Admission::for_body_bytes(
+                limits.max_body_bytes_in_flight,
+            ),
             uploads_dir: std::sync::OnceLock::new(),
             limits,
         }

@@ -980,12 +980,15 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let collision = TableSizeStatus {
-        inner: CollisionServer::new(GrpcCollision(state.clone()))
-            .max_decoding_message_size(decode)
-            .max_encoding_message_size(encode),
-        state: state.clone(),
-        limit: decode,
+    let collision = super::body_admission::AdmitMessages {
+        inner: TableSizeStatus {
+            inner: CollisionServer::new(GrpcCollision(state.clone()))
+                .max_decoding_message_size(decode)
+                .max_encoding_message_size(encode),
+            state: state.clone(),
+            limit: decode,
+        },
+        service: Arc::clone(&state.service),
     };
     let admin_state = state.clone();
     let admin = TableSizeStatus {

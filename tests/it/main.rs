@@ -8,6 +8,7 @@
 mod common;
 
 mod batch;
+mod body_budget;
 mod cli;
 mod conformance;
 mod content_hash;
