@@ -152,9 +152,7 @@ impl ServiceError {
             ServiceError::AdminDisabled => "admin_disabled",
             ServiceError::LoadFailed(_) => "load_failed",
             ServiceError::TooLarge(_) => "too_large",
-            ServiceError::Overloaded { .. } | ServiceError::BodiesOverloaded { .. } => {
-                "overloaded"
-            }
+            ServiceError::Overloaded { .. } | ServiceError::BodiesOverloaded { .. } => "overloaded",
             ServiceError::TooManyConnections => "too_many_connections",
             ServiceError::Internal(_) => "internal",
             ServiceError::NoSuchRoute(_) => "not_found",

@@ -147,9 +147,7 @@ where
                 rest: body,
                 _admitted: None,
             });
-            let response = inner
-                .call(http::Request::from_parts(parts, body))
-                .await?;
+            let response = inner.call(http::Request::from_parts(parts, body)).await?;
             Ok(hold_until_sent(response, admitted))
         })
     }
@@ -174,10 +172,8 @@ async fn read_prefix(body: &mut tonic::body::Body) -> (VecDeque<Bytes>, usize) {
     let mut head = VecDeque::new();
     let mut prefix = Vec::with_capacity(5);
     while prefix.len() < 5 {
-        let frame = std::future::poll_fn(|cx| {
-            http_body::Body::poll_frame(Pin::new(&mut *body), cx)
-        })
-        .await;
+        let frame =
+            std::future::poll_fn(|cx| http_body::Body::poll_frame(Pin::new(&mut *body), cx)).await;
         let Some(Ok(frame)) = frame else { break };
         let Ok(data) = frame.into_data() else { break };
         prefix.extend(data.iter().take(5 - prefix.len()));

@@ -21,7 +21,10 @@ const RAYS: usize = 12_000;
 fn ray_lines() -> Vec<String> {
     (0..RAYS)
         .map(|i| {
-            let (x, y) = ((i % 120) as f32 * 12.0 - 720.0, (i / 120) as f32 * 12.0 - 600.0);
+            let (x, y) = (
+                (i % 120) as f32 * 12.0 - 720.0,
+                (i / 120) as f32 * 12.0 - 600.0,
+            );
             format!(r#"{{"start":[{x},{y},200.0],"end":[{x},{y},-600.0]}}"#)
         })
         .collect()
@@ -63,8 +66,7 @@ fn good_or_refused((status, reply): (u16, serde_json::Value), want: &[Answer]) -
         return false;
     }
     assert_eq!(status, 200, "{reply}");
-    let got: Vec<Answer> =
-        serde_json::from_value(reply["results"].clone()).expect("the answers");
+    let got: Vec<Answer> = serde_json::from_value(reply["results"].clone()).expect("the answers");
     assert!(got == want, "an admitted batch was answered wrong");
     true
 }
@@ -100,7 +102,8 @@ fn bodies_past_the_byte_budget_are_refused_before_they_are_read() {
         body.len()
     )
     .expect("head");
-    slow.write_all(&body.as_bytes()[..100]).expect("a little body");
+    slow.write_all(&body.as_bytes()[..100])
+        .expect("a little body");
     wait_until("the announced body to be held", || {
         budget.held() == body.len()
     });

@@ -146,8 +146,12 @@ fn every_answer_names_its_content_the_same_on_every_replica() {
     // Replica A serves the map compiled ahead of time (the world file
     // carries its source's hash) ...
     let compiled = format::write(
-        &compile_source(&map_bytes("q3dm6ish"), "q3dm6ish", &CompileOptions::default())
-            .expect("compiles"),
+        &compile_source(
+            &map_bytes("q3dm6ish"),
+            "q3dm6ish",
+            &CompileOptions::default(),
+        )
+        .expect("compiles"),
     );
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("arena.bspq"), compiled).expect("write world");
