@@ -46,6 +46,7 @@ pub mod compile;
 pub mod config;
 pub mod conformance;
 pub mod contents;
+pub mod geometry;
 pub mod map;
 pub mod margins;
 pub mod math;

@@ -14,6 +14,9 @@ use crate::trace::{
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+pub mod floor;
+pub mod geometry;
 use subtle::ConstantTimeEq;
 use thiserror::Error;
 
@@ -96,6 +99,10 @@ pub enum ServiceError {
     UriTooLong,
     #[error("the request head (request line and headers) is larger than the server reads")]
     HeadersTooLarge,
+    #[error("the geometry has {triangles} triangles; the limit is {limit} (ask for one model or a narrower mask)")]
+    GeometryTooLarge { triangles: usize, limit: usize },
+    #[error("the floor grid has {cells} cells; the limit is {limit} (a coarser spacing or a smaller rectangle)")]
+    GridTooLarge { cells: usize, limit: usize },
 }
 
 /// The longest error message sent to a client, in bytes (before the
@@ -161,6 +168,8 @@ impl ServiceError {
             ServiceError::BadRequestHead => "malformed_request",
             ServiceError::UriTooLong => "uri_too_long",
             ServiceError::HeadersTooLarge => "headers_too_large",
+            ServiceError::GeometryTooLarge { .. } => "geometry_too_large",
+            ServiceError::GridTooLarge { .. } => "grid_too_large",
         }
     }
 
@@ -174,7 +183,8 @@ impl ServiceError {
             | ServiceError::BadScene(_)
             | ServiceError::TooManyQueries { .. }
             | ServiceError::Malformed(_)
-            | ServiceError::LoadFailed(_) => (400, INVALID_ARGUMENT),
+            | ServiceError::LoadFailed(_)
+            | ServiceError::GridTooLarge { .. } => (400, INVALID_ARGUMENT),
             ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
             ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),
@@ -189,6 +199,7 @@ impl ServiceError {
             ServiceError::BadRequestHead => (400, INVALID_ARGUMENT),
             ServiceError::UriTooLong => (414, RESOURCE_EXHAUSTED),
             ServiceError::HeadersTooLarge => (431, RESOURCE_EXHAUSTED),
+            ServiceError::GeometryTooLarge { .. } => (413, RESOURCE_EXHAUSTED),
         }
     }
 

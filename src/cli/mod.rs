@@ -6,6 +6,8 @@ mod bench;
 mod check;
 mod compile;
 mod conformance;
+mod export;
+mod floor;
 mod health;
 mod inspect;
 mod load;
@@ -52,6 +54,10 @@ enum Command {
     Accuracy(accuracy::AccuracyArgs),
     /// Write ray or box query lines for any world, like the conformance data's.
     Workload(workload::WorkloadArgs),
+    /// Write a world's solid geometry (triangles with contents and surface flags) as .glb, .obj or .json.
+    Export(export::ExportArgs),
+    /// Drop a box onto the floor at every point of a grid: NDJSON, as POST /v1/worlds/NAME/floor answers.
+    Floor(floor::FloorArgs),
 }
 
 /// How to open a world: shared by every subcommand that takes one.
@@ -235,6 +241,8 @@ pub fn run() -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Accuracy(args) => accuracy::run(args),
         Command::Workload(args) => workload::run(args),
+        Command::Export(args) => export::run(args),
+        Command::Floor(args) => floor::run(args),
     };
     match result {
         Ok(code) => code,

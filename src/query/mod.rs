@@ -8,6 +8,7 @@ use crate::trace::{
 };
 use serde::{Deserialize, Serialize};
 
+pub mod floor;
 mod movement;
 mod scene;
 use crate::movement::MovementError;

@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio_stream::StreamExt;
 
+mod floor;
+mod geometry;
+
 const TRANSPORT: &str = "http";
 
 /// What every handler shares.
@@ -63,6 +66,8 @@ pub fn router(state: HttpState) -> Router {
             get(get_world).merge(upload).merge(unload),
         )
         .route("/v1/worlds/{name}/entities", get(get_entities))
+        .route("/v1/worlds/{name}/geometry", get(geometry::get_geometry))
+        .route("/v1/worlds/{name}/floor", post(floor::post_floor))
         .route(
             "/v1/worlds/{name}/trace",
             get(trace_get)

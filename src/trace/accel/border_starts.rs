@@ -16,7 +16,7 @@
 //! the coordinates of the axial border planes (of their own orientation,
 //! as the test uses them) of every facet.
 
-use super::listing::facet_polygon_without;
+use crate::geometry::polygons::facet_polygon_without;
 use crate::margins::PLANE_SIDE_EPSILON;
 use crate::math::DVec3;
 use crate::world::World;

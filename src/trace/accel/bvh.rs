@@ -640,7 +640,7 @@ fn stack_depth<N: TreeNode>(nodes: &[N]) -> usize {
 /// The bounds of facet `f`'s polygon (its surface plane cut by its
 /// borders), grown by the margin; infinite where the borders leave it open.
 fn facet_polygon_bounds(world: &World, f: usize) -> [[f32; 3]; 2] {
-    let polygon = super::listing::facet_polygon_without(world, f, None);
+    let polygon = crate::geometry::polygons::facet_polygon_without(world, f, None);
     let mut lo = [f32::INFINITY; 3];
     let mut hi = [f32::NEG_INFINITY; 3];
     for p in &polygon.points {
@@ -701,7 +701,7 @@ fn facet_reach_bounds(world: &World, f: usize, budget: &mut u64) -> Option<[[f32
         .collect();
     let mut lo = glam::DVec3::INFINITY;
     let mut hi = glam::DVec3::NEG_INFINITY;
-    for face in super::listing::polyhedron(&planes) {
+    for face in crate::geometry::polygons::polyhedron(&planes) {
         for p in face.points {
             lo = lo.min(p);
             hi = hi.max(p);

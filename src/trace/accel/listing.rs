@@ -23,6 +23,7 @@
 //! only costs the walk's time.
 
 use super::{next_down, next_up, union};
+use crate::geometry::polygons::{facet_polygon, polyhedron};
 use crate::margins::{PLANE_SIDE_EPSILON, UNLISTED_MARGIN};
 use crate::math::{DVec3, Winding};
 use crate::world::World;
@@ -211,65 +212,6 @@ pub fn find(world: &World) -> Unlisted {
         facets: Pieces::new(facets),
         patches: Pieces::new(patches),
     }
-}
-
-/// The faces of the convex polyhedron behind every one of `planes`.
-pub(super) fn polyhedron(planes: &[(DVec3, f64)]) -> Vec<Winding> {
-    planes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &(n, d))| {
-            let mut w = Winding::base_for_plane(n, d);
-            for (j, &(m, e)) in planes.iter().enumerate() {
-                if i != j && (!w.clip_back(m, e, PLANE_SIDE_EPSILON)) {
-                    return None;
-                }
-            }
-            Some(w)
-        })
-        .collect()
-}
-
-/// The polygon of facet `f`: its surface plane inside its borders (a
-/// facet lacking one keeps the huge base polygon on that side, which then
-/// reaches leaves that do not list it).
-fn facet_polygon(world: &World, f: usize) -> Winding {
-    facet_polygon_without(world, f, None)
-}
-
-/// [`facet_polygon`], leaving out border number `skip` (counted from the
-/// facet's first border) when given.
-pub(super) fn facet_polygon_without(world: &World, f: usize, skip: Option<usize>) -> Winding {
-    let facet = &world.facets[f];
-    let as_f64 = |p: [f32; 4]| {
-        (
-            DVec3::new(p[0] as f64, p[1] as f64, p[2] as f64),
-            p[3] as f64,
-        )
-    };
-    let (normal, dist) = as_f64(world.patch_planes[facet.surface_plane as usize].plane);
-    let mut polygon = Winding::base_for_plane(normal, dist);
-    let borders = &world.facet_borders[facet.first_border as usize..][..facet.num_borders as usize];
-    for (k, border) in borders.iter().enumerate() {
-        if skip == Some(k) {
-            continue;
-        }
-        let (mut n, mut d) = as_f64(world.patch_planes[border.plane as usize].plane);
-        if border.inward != 0 {
-            (n, d) = (-n, -d);
-        }
-        // The surface plane's own back (the last border) holds the whole
-        // polygon: nothing to cut (its normal, rounded to f32, is a unit
-        // vector only to about 1e-7).
-        if n.dot(normal).abs() > 1.0 - 1e-5 {
-            continue;
-        }
-        if !polygon.clip_back(n, d, PLANE_SIDE_EPSILON) {
-            // Numerically empty: nothing of it can be met.
-            return Winding::default();
-        }
-    }
-    polygon
 }
 
 /// A piece of a primitive: a convex polyhedron's faces and the planes it

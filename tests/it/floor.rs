@@ -1,0 +1,223 @@
+//! Floor grids: every cell is the single box trace it stands for (the
+//! drop, and the standing and crouching boxes placed where it rests), and
+//! the HTTP route streams the same cells.
+
+use crate::common;
+use bspq::contents::MASK_PLAYERSOLID;
+use bspq::movement::MIN_WALK_NORMAL;
+use bspq::query::floor::{FloorBand, FloorRequest, CROUCH_MAXS, PLAYER_MAXS, PLAYER_MINS};
+use bspq::service::Limits;
+use bspq::trace::BatchOptions;
+use bspq::{TraceQuery, Vec3};
+use common::server::TestServer;
+
+fn request(spacing: f32) -> FloorRequest {
+    FloorRequest {
+        from: [-880.0, -780.0],
+        to: [780.0, 750.0],
+        spacing,
+        top: 600.0,
+        bottom: None,
+        mins: None,
+        maxs: None,
+        mask: None,
+    }
+}
+
+/// All bands of a grid, through the library.
+fn bands(map: &bspq::Map, request: &FloorRequest) -> Vec<FloorBand> {
+    let world = map.view();
+    let grid = request.check(&world).expect("a valid grid");
+    let mut out = Vec::new();
+    let mut row = 0;
+    while row < grid.rows {
+        let band = grid
+            .band(&world, row, &BatchOptions::default())
+            .expect("band");
+        row += band.rows;
+        out.push(band);
+    }
+    out
+}
+
+#[test]
+fn every_cell_is_its_single_box_trace() {
+    let map = common::load_world("q3dm6ish", true);
+    let request = request(12.0);
+    let grid = request.check(&map.view()).expect("grid");
+    let bands = bands(&map, &request);
+    assert!(bands.len() > 1, "the grid spans several bands");
+    let bottom = map.view().mins[2] - 1.0;
+    let mins = Vec3::from_array(PLAYER_MINS);
+    let maxs = Vec3::from_array(PLAYER_MAXS);
+    let mut heights = vec![None; grid.cells()];
+    let (mut walkable, mut standing, mut crouch_only) = (0, 0, 0);
+    for band in &bands {
+        for k in 0..band.floor.len() {
+            let cell = band.first_row * grid.columns + k;
+            let (column, row) = (cell % grid.columns, cell / grid.columns);
+            let [x, y] = grid.point(column, row);
+            let drop = TraceQuery::boxed(
+                Vec3::new(x, y, request.top),
+                Vec3::new(x, y, bottom),
+                mins,
+                maxs,
+                MASK_PLAYERSOLID,
+            )
+            .expect("query");
+            let single = map.trace(&drop);
+            let floor = (!single.startsolid && single.fraction < 1.0).then_some(single.endpos.z);
+            assert_eq!(band.floor[k], floor, "cell {column},{row}");
+            assert_eq!(band.normal[k], single.normal.to_array());
+            assert_eq!(band.startsolid[k], single.startsolid);
+            assert_eq!(band.contents[k], single.contents);
+            assert_eq!(band.surface_flags[k], single.surface_flags);
+            assert_eq!(
+                band.walkable[k],
+                floor.is_some() && single.normal.z >= MIN_WALK_NORMAL
+            );
+            heights[cell] = floor;
+            let fits = |top: [f32; 3]| {
+                floor.map(|z| {
+                    let at = Vec3::new(x, y, z);
+                    let placed =
+                        TraceQuery::boxed(at, at, mins, Vec3::from_array(top), MASK_PLAYERSOLID)
+                            .expect("query");
+                    !map.trace(&placed).startsolid
+                })
+            };
+            assert_eq!(band.stand[k], fits(PLAYER_MAXS).unwrap_or(false));
+            assert_eq!(band.crouch[k], fits(CROUCH_MAXS).unwrap_or(false));
+            walkable += band.walkable[k] as usize;
+            standing += band.stand[k] as usize;
+            crouch_only += (band.crouch[k] && !band.stand[k]) as usize;
+        }
+    }
+    // Steps: the neighbours' heights less the cell's.
+    for band in &bands {
+        for k in 0..band.floor.len() {
+            let cell = band.first_row * grid.columns + k;
+            let (c, r) = (
+                (cell % grid.columns) as isize,
+                (cell / grid.columns) as isize,
+            );
+            let at = |c: isize, r: isize| {
+                (c >= 0 && r >= 0 && (c as usize) < grid.columns && (r as usize) < grid.rows)
+                    .then(|| heights[r as usize * grid.columns + c as usize])
+                    .flatten()
+            };
+            let step = |c2, r2| Some(at(c2, r2)? - heights[cell]?);
+            assert_eq!(
+                band.steps[k],
+                [
+                    step(c + 1, r),
+                    step(c, r + 1),
+                    step(c - 1, r),
+                    step(c, r - 1)
+                ]
+            );
+        }
+    }
+    assert!(
+        walkable > 100 && standing > 100,
+        "{walkable} walkable, {standing} standing"
+    );
+    eprintln!(
+        "{} cells: {walkable} walkable, {standing} fit standing, {crouch_only} only crouching",
+        grid.cells()
+    );
+}
+
+#[test]
+fn grids_are_bounded_and_checked() {
+    let map = common::load_world("q3dm6ish", true);
+    let world = map.view();
+    assert!(request(0.5).check(&world).is_err(), "over a million cells");
+    assert!(request(0.0).check(&world).is_err());
+    let mut inverted = request(16.0);
+    inverted.to = [-900.0, 0.0];
+    assert!(inverted.check(&world).is_err());
+    let mut low = request(16.0);
+    low.bottom = Some(700.0);
+    assert!(low.check(&world).is_err());
+}
+
+#[test]
+fn the_floor_route_streams_the_library_cells() {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::copy(common::map_path("q3dm6ish"), dir.path().join("arena.bsp")).expect("copy");
+    let server = TestServer::start(Some(dir.path().to_owned()), Limits::default());
+    let map = common::load_world("q3dm6ish", true);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let body = r#"{"from":[-880,-780],"to":[780,750],"spacing":12,"top":600}"#;
+    let mut response = agent
+        .post(format!("{}/v1/worlds/arena/floor", server.base))
+        .send(body)
+        .expect("answer");
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_string()
+        .expect("body");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let want = bands(&map, &request(12.0));
+    assert_eq!(lines.len(), want.len() + 1);
+    assert_eq!(lines[0]["world"], "arena");
+    let cells = lines[0]["cells"].as_u64().expect("cells");
+    let mut done = 0;
+    for (line, band) in lines[1..].iter().zip(&want) {
+        done += band.floor.len() as u64;
+        assert_eq!(line["done"].as_u64(), Some(done));
+        assert_eq!(line["total"].as_u64(), Some(cells));
+        // Through text, as the server writes it (f32 values as f32 print).
+        let mut expected: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(band).expect("band json")).expect("json");
+        let got = line.clone();
+        expected["done"] = done.into();
+        expected["total"] = cells.into();
+        assert_eq!(got, expected);
+    }
+    assert_eq!(done, cells);
+    // Too many cells: refused before the answer starts, with the error table's status.
+    let too_many = r#"{"from":[-880,-780],"to":[780,750],"spacing":0.5,"top":600}"#;
+    let mut response = agent
+        .post(format!("{}/v1/worlds/arena/floor", server.base))
+        .send(too_many)
+        .expect("answer");
+    assert_eq!(response.status().as_u16(), 400);
+    let error: serde_json::Value =
+        serde_json::from_str(&response.body_mut().read_to_string().expect("body")).expect("json");
+    assert_eq!(error["error"]["code"], "grid_too_large");
+}
+
+#[test]
+fn the_floor_command_prints_the_library_cells() {
+    let map = common::load_world("q3dm6ish", true);
+    let out = common::bspq_stdout([
+        "floor",
+        common::map_path("q3dm6ish").to_str().expect("path"),
+        r#"{"from":[-880,-780],"to":[780,750],"spacing":12,"top":600}"#,
+    ]);
+    let lines: Vec<&str> = out.lines().collect();
+    let want = bands(&map, &request(12.0));
+    assert_eq!(lines.len(), want.len() + 1);
+    let header: serde_json::Value = serde_json::from_str(lines[0]).expect("header");
+    assert_eq!(header["world"], "q3dm6ish");
+    assert_eq!(header["cells"].as_u64(), Some(139 * 128));
+    for (line, band) in lines[1..].iter().zip(&want) {
+        let got: serde_json::Value = serde_json::from_str(line).expect("band line");
+        let expected: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(band).expect("json")).expect("json");
+        assert_eq!(got["floor"], expected["floor"]);
+        assert_eq!(got["steps"], expected["steps"]);
+        assert_eq!(got["stand"], expected["stand"]);
+    }
+}
