@@ -7,10 +7,10 @@
 //! query count alone came after the body was read and parsed, which is
 //! where most of a burst's memory was.)
 
-use super::admission::{Admission, Admitted};
+use super::admission::Admitted;
 use crate::service::Service;
 use axum::body::{Body, Bytes};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -138,9 +138,9 @@ where
         Box::pin(async move {
             let (parts, mut body) = request.into_parts();
             let (head, length) = read_prefix(&mut body).await;
-            let admitted = match admit(&admission, length.min(limit)) {
+            let admitted = match admission.admit(length.min(limit)) {
                 Ok(admitted) => admitted,
-                Err(refusal) => return Ok(refusal),
+                Err(e) => return Ok(super::grpc::status(&e).into_http::<Body>()),
             };
             let body = tonic::body::Body::new(Held {
                 head,
@@ -155,13 +155,6 @@ where
 
 impl<S: NamedService> NamedService for AdmitMessages<S> {
     const NAME: &'static str = S::NAME;
-}
-
-/// Admits a message of `length` bytes, or the refusal as a gRPC answer.
-fn admit(admission: &Arc<Admission>, length: usize) -> Result<Admitted, Response> {
-    admission
-        .admit(length)
-        .map_err(|e| super::grpc::status(&e).into_http::<Body>().into_response())
 }
 
 /// Reads a gRPC body's first chunks up to its message's 5-byte prefix
