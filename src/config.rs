@@ -127,6 +127,17 @@ pub struct ServeArgs {
         default_value_t = 524_288
     )]
     pub max_queries_in_flight: usize,
+    /// Most bytes of query request bodies held at once over all requests,
+    /// from a request's head until its answer is sent; a body that would
+    /// pass it is refused before it is read (HTTP 429, gRPC
+    /// RESOURCE_EXHAUSTED). A body alone is always admitted.
+    #[arg(
+        long,
+        env = "BSPQ_MAX_BODY_BYTES_IN_FLIGHT",
+        value_name = "N",
+        default_value_t = 64 << 20
+    )]
+    pub max_body_bytes_in_flight: usize,
     /// Most connections open at once, HTTP and gRPC together; past it a new
     /// connection is answered 503 (HTTP) or closed (gRPC) at once. Keep it
     /// below the process's file-descriptor limit (`ulimit -n`).
@@ -417,6 +428,11 @@ impl ServeArgs {
                 max_queries_in_flight: at_least(
                     "max_queries_in_flight",
                     self.max_queries_in_flight,
+                    1,
+                )?,
+                max_body_bytes_in_flight: at_least(
+                    "max_body_bytes_in_flight",
+                    self.max_body_bytes_in_flight,
                     1,
                 )?,
             },

@@ -33,6 +33,10 @@ pub struct WorldVersion {
     /// (an unload does not reset it: a name's versions only increase).
     pub version: u64,
     pub world: Map,
+    /// The source map's xxh3-64 hash as 16 hex digits, formatted once at
+    /// load: every answer carries it, so a client can tell which content
+    /// answered whatever the version number (versions are per replica).
+    pub source_hash: String,
     /// Where it came from: a path, `upload`, or `bundled`.
     pub source: String,
     pub loaded_at: SystemTime,
@@ -266,6 +270,7 @@ impl Registry {
                 let new = WorldVersion {
                     name: name.to_owned(),
                     version,
+                    source_hash: format!("{:016x}", world.view().info.source_hash),
                     world,
                     source,
                     loaded_at: SystemTime::now(),

@@ -28,6 +28,10 @@ pub struct Limits {
     pub max_upload_bytes: usize,
     /// Queries held at once over all requests (admission control).
     pub max_queries_in_flight: usize,
+    /// Bytes of query request bodies (HTTP bodies, gRPC `Trace` and
+    /// `PointContents` messages) held at once, from their head until their
+    /// answer is sent: admitted before a body is read.
+    pub max_body_bytes_in_flight: usize,
 }
 
 impl Default for Limits {
@@ -37,6 +41,7 @@ impl Default for Limits {
             max_body_bytes: 32 << 20,
             max_upload_bytes: 256 << 20,
             max_queries_in_flight: 1 << 19,
+            max_body_bytes_in_flight: 64 << 20,
         }
     }
 }
@@ -73,6 +78,10 @@ pub enum ServiceError {
     /// budget.
     #[error("the server holds its budget of {budget} queries; this batch of {queries} is refused: retry later or on another replica")]
     Overloaded { queries: usize, budget: usize },
+    /// Admission control before a body is read: the request bodies held
+    /// by the server would pass its byte budget.
+    #[error("the server holds its budget of {budget} bytes of request bodies; this body of {bytes} bytes is refused: retry later or on another replica")]
+    BodiesOverloaded { bytes: usize, budget: usize },
     #[error("the server holds its maximum of open connections; retry later or on another replica")]
     TooManyConnections,
     #[error("internal error: {0}")]
@@ -153,7 +162,7 @@ impl ServiceError {
             ServiceError::AdminDisabled => "admin_disabled",
             ServiceError::LoadFailed(_) => "load_failed",
             ServiceError::TooLarge(_) => "too_large",
-            ServiceError::Overloaded { .. } => "overloaded",
+            ServiceError::Overloaded { .. } | ServiceError::BodiesOverloaded { .. } => "overloaded",
             ServiceError::TooManyConnections => "too_many_connections",
             ServiceError::Internal(_) => "internal",
             ServiceError::NoSuchRoute(_) => "not_found",
@@ -184,7 +193,9 @@ impl ServiceError {
             ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),
             ServiceError::TooLarge(_) => (413, RESOURCE_EXHAUSTED),
-            ServiceError::Overloaded { .. } => (429, RESOURCE_EXHAUSTED),
+            ServiceError::Overloaded { .. } | ServiceError::BodiesOverloaded { .. } => {
+                (429, RESOURCE_EXHAUSTED)
+            }
             ServiceError::TooManyConnections => (503, UNAVAILABLE),
             ServiceError::Internal(_) => (500, INTERNAL),
             ServiceError::NoSuchRoute(_) => (404, UNIMPLEMENTED),
@@ -221,11 +232,14 @@ impl ServiceError {
     }
 }
 
-/// Answers to one batch, naming the world version that answered.
+/// Answers to one batch, naming the world version that answered and the
+/// content it was built from (`source_hash`, as `GET /v1/worlds/{name}`
+/// reports it: the same on every replica for the same map).
 #[derive(Debug, Clone, Serialize)]
 pub struct BatchAnswer {
     pub world: String,
     pub version: u64,
+    pub source_hash: String,
     pub results: Vec<Answer>,
 }
 
@@ -299,6 +313,7 @@ impl PackedResults {
 pub struct PackedAnswer {
     pub world: String,
     pub version: u64,
+    pub source_hash: String,
     pub results: PackedResults,
     /// With a scene: per query, the entity that gave the answer
     /// ([`ENTITY_NONE`] for an any-hit query of a tick).
@@ -375,6 +390,7 @@ impl PackedAnswer {
         PackedAnswer {
             world: answer.world,
             version: answer.version,
+            source_hash: answer.source_hash,
             results,
             entities,
             point_contents,
@@ -628,6 +644,9 @@ pub struct Service {
     upload_gate: std::sync::Mutex<()>,
     /// The queries held at once, against `limits.max_queries_in_flight`.
     pub admission: Arc<crate::transport::admission::Admission>,
+    /// The query request bodies held at once, against
+    /// `limits.max_body_bytes_in_flight`.
+    pub body_admission: Arc<crate::transport::admission::Admission>,
     /// The worlds directory uploads are written to (unset: uploads live in
     /// memory only).
     uploads_dir: std::sync::OnceLock<std::path::PathBuf>,
@@ -645,6 +664,9 @@ impl Service {
             admin_token,
             upload_gate: std::sync::Mutex::new(()),
             admission: crate::transport::admission::Admission::new(limits.max_queries_in_flight),
+            body_admission: crate::transport::admission::Admission::for_body_bytes(
+                limits.max_body_bytes_in_flight,
+            ),
             uploads_dir: std::sync::OnceLock::new(),
             limits,
             recorder: crate::recording::Recorder::default(),
@@ -742,6 +764,7 @@ impl Service {
         Ok(PackedAnswer {
             world: version.name.clone(),
             version: version.version,
+            source_hash: version.source_hash.clone(),
             results,
             entities: Vec::new(),
             point_contents: Vec::new(),
@@ -825,6 +848,7 @@ impl Service {
         Ok(BatchAnswer {
             world: version.name.clone(),
             version: version.version,
+            source_hash: version.source_hash.clone(),
             results,
         })
     }
@@ -837,6 +861,7 @@ impl Service {
         BatchAnswer {
             world: version.name.clone(),
             version: version.version,
+            source_hash: version.source_hash.clone(),
             results,
         }
     }
@@ -953,7 +978,7 @@ impl Service {
             d.curves = Some(w.info.curves);
             d.hulls = w.info.hulls.iter().map(|h| h.name.clone()).collect();
             d.source_name = Some(w.info.source_name.clone());
-            d.source_hash = Some(format!("{:016x}", w.info.source_hash));
+            d.source_hash = Some(v.source_hash.clone());
             d.counts = Some(Counts {
                 brushes: w.brushes.len(),
                 patches: w.patches.len(),

@@ -1,22 +1,26 @@
-//! Admission control: a budget of queries held by the server at once
-//! (waiting for a worker and being answered, over both transports). A
-//! batch that would take the total past the budget is refused at once
-//! (HTTP 429, gRPC `RESOURCE_EXHAUSTED`), so a burst of large batches
-//! cannot grow the server's memory without bound; a client retries later
-//! or elsewhere.
+//! Admission control: budgets of what the server holds at once over both
+//! transports, the queries waiting for a worker and being answered, and
+//! before them the bytes of the query bodies being read, parsed and
+//! answered. A request that would take a total past its budget is refused
+//! at once (HTTP 429, gRPC `RESOURCE_EXHAUSTED`), so a burst of large
+//! batches cannot grow the server's memory without bound; a client retries
+//! later or elsewhere.
 
 use crate::service::ServiceError;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// The queries admitted and not yet answered, against a budget.
+/// What is admitted and not yet given back (queries, or body bytes),
+/// against a budget.
 #[derive(Debug)]
 pub struct Admission {
     budget: usize,
     held: AtomicUsize,
+    /// The refusal, from the amount asked and the budget.
+    refusal: fn(usize, usize) -> ServiceError,
 }
 
-/// Queries admitted; given back when dropped.
+/// An amount admitted; given back when dropped.
 #[derive(Debug)]
 pub struct Admitted {
     admission: Arc<Admission>,
@@ -24,26 +28,40 @@ pub struct Admitted {
 }
 
 impl Admission {
+    /// A budget of queries.
     pub fn new(budget: usize) -> Arc<Self> {
-        Arc::new(Self {
+        Self::with_refusal(budget, |queries, budget| ServiceError::Overloaded {
+            queries,
             budget,
-            held: AtomicUsize::new(0),
         })
     }
 
-    /// Admits a batch of `queries`, or refuses it when the queries already
-    /// held and these would pass the budget. A batch alone is always
-    /// admitted (a budget under the per-request limit refuses no batch that
-    /// limit allows on an idle server).
+    /// A budget of request-body bytes.
+    pub fn for_body_bytes(budget: usize) -> Arc<Self> {
+        Self::with_refusal(budget, |bytes, budget| ServiceError::BodiesOverloaded {
+            bytes,
+            budget,
+        })
+    }
+
+    fn with_refusal(budget: usize, refusal: fn(usize, usize) -> ServiceError) -> Arc<Self> {
+        Arc::new(Self {
+            budget,
+            held: AtomicUsize::new(0),
+            refusal,
+        })
+    }
+
+    /// Admits `queries` (or bytes), or refuses them when what is already
+    /// held and these would pass the budget. A request alone is always
+    /// admitted (a budget under the per-request limit refuses no request
+    /// that limit allows on an idle server).
     pub fn admit(self: &Arc<Self>, queries: usize) -> Result<Admitted, ServiceError> {
         let mut held = self.held.load(Ordering::Relaxed);
         loop {
             let total = held.saturating_add(queries);
             if held > 0 && total > self.budget {
-                return Err(ServiceError::Overloaded {
-                    queries,
-                    budget: self.budget,
-                });
+                return Err((self.refusal)(queries, self.budget));
             }
             match self
                 .held
@@ -60,7 +78,7 @@ impl Admission {
         }
     }
 
-    /// Queries held now.
+    /// Queries (or bytes) held now.
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)
     }

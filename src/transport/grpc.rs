@@ -393,6 +393,7 @@ pub fn trace_response(answer: PackedAnswer, sequence: u64) -> pb::TraceResponse 
     let mut r = pb::TraceResponse {
         world: answer.world,
         version: answer.version,
+        source_hash: answer.source_hash,
         sequence,
         ..Default::default()
     };
@@ -761,6 +762,7 @@ impl Collision for GrpcCollision {
         Ok(Response::new(pb::PointContentsResponse {
             world: answer.world,
             version: answer.version,
+            source_hash: answer.source_hash,
             contents,
         }))
     }
@@ -818,6 +820,7 @@ impl Collision for GrpcCollision {
         Ok(Response::new(pb::GetEntitiesResponse {
             world: version.name.clone(),
             version: version.version,
+            source_hash: version.source_hash.clone(),
             entities,
         }))
     }
@@ -991,12 +994,15 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(crate::proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let collision = TableSizeStatus {
-        inner: CollisionServer::new(GrpcCollision(state.clone()))
-            .max_decoding_message_size(decode)
-            .max_encoding_message_size(encode),
-        state: state.clone(),
-        limit: decode,
+    let collision = super::body_admission::AdmitMessages {
+        inner: TableSizeStatus {
+            inner: CollisionServer::new(GrpcCollision(state.clone()))
+                .max_decoding_message_size(decode)
+                .max_encoding_message_size(encode),
+            state: state.clone(),
+            limit: decode,
+        },
+        service: Arc::clone(&state.service),
     };
     let admin_state = state.clone();
     let admin = TableSizeStatus {

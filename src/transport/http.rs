@@ -47,6 +47,8 @@ pub fn router(state: HttpState) -> Router {
     // a length).
     let query_length = from_fn(move |req, next| refuse_announced_oversize(body_max, req, next));
     let upload_length = from_fn(move |req, next| refuse_announced_oversize(upload_max, req, next));
+    // Inside the length check: a query body is admitted before it is read.
+    let admit = from_fn_with_state(state.clone(), admit_body);
     // Outermost on admin routes: the token is checked before any body
     // limit or read (route layers added later run first).
     let admin = from_fn_with_state(state.clone(), require_admin);
@@ -71,11 +73,14 @@ pub fn router(state: HttpState) -> Router {
             "/v1/worlds/{name}/trace",
             get(trace_get)
                 .post(trace_post)
+                .route_layer(admit.clone())
                 .route_layer(query_length.clone()),
         )
         .route(
             "/v1/worlds/{name}/contents",
-            post(contents_post).route_layer(query_length),
+            post(contents_post)
+                .route_layer(admit)
+                .route_layer(query_length),
         )
         .merge(super::ui::routes())
         .merge(super::recent::routes())
@@ -280,6 +285,24 @@ async fn refuse_announced_oversize(limit: usize, req: Request, next: Next) -> Re
             ApiError(ServiceError::TooLarge(limit)).into_response()
         }
         _ => next.run(req).await,
+    }
+}
+
+/// Query routes: the body is admitted against the server's byte budget on
+/// the request head, before any of it is read, and stays counted until the
+/// answer has been sent (see [`super::body_admission`]); past the budget,
+/// `429 overloaded` at once.
+async fn admit_body(State(state): State<HttpState>, req: Request, next: Next) -> Response {
+    let limit = state.service.limits.max_body_bytes;
+    let Some(bytes) = super::body_admission::announced_body_bytes(req.headers(), limit) else {
+        return next.run(req).await;
+    };
+    match state.service.body_admission.admit(bytes) {
+        Ok(admitted) => super::body_admission::hold_until_sent(next.run(req).await, admitted),
+        Err(e) => {
+            discard_body(req, limit);
+            ApiError(e).into_response()
+        }
     }
 }
 

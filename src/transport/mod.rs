@@ -2,6 +2,7 @@
 
 pub(crate) mod accept;
 pub mod admission;
+pub(crate) mod body_admission;
 pub(crate) mod body_deadline;
 pub mod connections;
 pub mod grpc;

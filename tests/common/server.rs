@@ -25,6 +25,7 @@ pub struct TestServer {
     pub grpc: SocketAddr,
     pub registry: Arc<Registry>,
     pub metrics: Arc<Metrics>,
+    pub service: Arc<Service>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
 }
@@ -61,6 +62,7 @@ impl TestServer {
         ));
         let metrics = Arc::new(Metrics::new().expect("metrics"));
         let server_metrics = Arc::clone(&metrics);
+        let server_service = Arc::clone(&service);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -73,7 +75,7 @@ impl TestServer {
                 let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
                 addr_tx.send((http.local_addr()?, grpc.local_addr()?))?;
                 run(
-                    service,
+                    server_service,
                     server_metrics,
                     options,
                     http,
@@ -94,6 +96,7 @@ impl TestServer {
             grpc,
             registry,
             metrics,
+            service,
             stop: Some(stop_tx),
             thread: Some(thread),
         };

@@ -9,8 +9,10 @@ mod common;
 
 mod batch;
 mod bots;
+mod body_budget;
 mod cli;
 mod conformance;
+mod content_hash;
 mod cores;
 mod debug_page;
 mod deploy;
