@@ -13,6 +13,8 @@ use crate::service::{Service, ServiceError};
 pub struct Answered<T> {
     pub world: String,
     pub version: u64,
+    /// The content that answered (as `GET /v1/worlds/{name}` reports it).
+    pub source_hash: String,
     pub answer: T,
 }
 
@@ -20,6 +22,7 @@ fn answered<T>(version: &WorldVersion, answer: T) -> Answered<T> {
     Answered {
         world: version.name.clone(),
         version: version.version,
+        source_hash: version.source_hash.clone(),
         answer,
     }
 }

@@ -8,8 +8,8 @@
 mod common;
 
 mod batch;
-mod bots;
 mod body_budget;
+mod bots;
 mod cli;
 mod conformance;
 mod content_hash;

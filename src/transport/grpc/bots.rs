@@ -45,6 +45,7 @@ impl GrpcState {
             eyes: matrix.eyes as u32,
             targets: matrix.targets as u32,
             visible: matrix.packed(),
+            source_hash: answer.source_hash,
         })
     }
 }

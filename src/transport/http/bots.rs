@@ -45,6 +45,7 @@ struct SightBody {
 struct SightReply {
     world: String,
     version: u64,
+    source_hash: String,
     visible: Vec<String>,
 }
 
@@ -72,6 +73,7 @@ async fn sight_post(
     Ok(Json(SightReply {
         world: answer.world,
         version: answer.version,
+        source_hash: answer.source_hash,
         visible: answer.answer.rows(),
     })
     .into_response())
@@ -89,6 +91,7 @@ struct WalkBody {
 struct WalkReply {
     world: String,
     version: u64,
+    source_hash: String,
     results: Vec<WalkAnswer>,
 }
 
@@ -111,6 +114,7 @@ async fn walk_post(
     Ok(Json(WalkReply {
         world: answer.world,
         version: answer.version,
+        source_hash: answer.source_hash,
         results: answer.answer,
     })
     .into_response())
