@@ -60,7 +60,8 @@ pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     }
     let name = bspq::map::WorldSpec::parse(&args.world).name();
     // Version 0: a file read by the command, not a version the server numbered.
-    let bytes = encode(&name, 0, mask, &meshes, format)?;
+    let source_hash = format!("{:016x}", map.view().info.source_hash);
+    let bytes = encode((&name, 0, &source_hash), mask, &meshes, format)?;
     bspq::map::write_atomically(&args.output, &bytes)
         .with_context(|| format!("cannot write {}", args.output.display()))?;
     println!(

@@ -299,6 +299,8 @@ impl FloorGrid {
 struct Header<'a> {
     world: &'a str,
     version: u64,
+    /// The content that answers (as `GET /v1/worlds/{name}` reports it).
+    source_hash: String,
     columns: usize,
     rows: usize,
     cells: usize,
@@ -337,6 +339,7 @@ impl FloorGrid {
         let header = Header {
             world: name,
             version,
+            source_hash: format!("{:016x}", world.info.source_hash),
             columns: self.columns,
             rows: self.rows,
             cells: self.cells(),

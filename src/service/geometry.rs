@@ -72,6 +72,7 @@ struct ModelJson<'a> {
 struct GeometryJson<'a> {
     world: &'a str,
     version: u64,
+    source_hash: &'a str,
     mask: u32,
     models: Vec<ModelJson<'a>>,
 }
@@ -95,8 +96,7 @@ impl Service {
             });
         }
         let bytes = encode(
-            &version.name,
-            version.version,
+            (&version.name, version.version, &version.source_hash),
             mask,
             &meshes,
             request.format,
@@ -112,10 +112,10 @@ impl Service {
     }
 }
 
-/// `meshes` in `format`, naming the world, its version and the mask.
+/// `meshes` in `format`, naming the world, its version, the content it
+/// was built from (its source hash) and the mask.
 pub fn encode(
-    world: &str,
-    version: u64,
+    (world, version, source_hash): (&str, u64, &str),
     mask: u32,
     meshes: &[ModelMesh],
     format: GeometryFormat,
@@ -124,6 +124,7 @@ pub fn encode(
         GeometryFormat::Json => serde_json::to_vec(&GeometryJson {
             world,
             version,
+            source_hash,
             mask,
             models: meshes
                 .iter()
@@ -139,12 +140,13 @@ pub fn encode(
         })?,
         GeometryFormat::Glb => glb::write(
             meshes,
-            serde_json::json!({"world": world, "version": version, "mask": mask}),
+            serde_json::json!({"world": world, "version": version,
+                               "source_hash": source_hash, "mask": mask}),
         ),
         GeometryFormat::Obj => obj::write(
             meshes,
             &[
-                format!("bspq geometry: world {world} version {version} mask {mask:#x}"),
+                format!("bspq geometry: world {world} version {version} source_hash {source_hash} mask {mask:#x}"),
                 "map coordinates (Z up); one group per contents and surface flags".to_owned(),
             ],
         )

@@ -212,6 +212,9 @@ fn the_floor_command_prints_the_library_cells() {
     let header: serde_json::Value = serde_json::from_str(lines[0]).expect("header");
     assert_eq!(header["world"], "q3dm6ish");
     assert_eq!(header["cells"].as_u64(), Some(139 * 128));
+    // The content that answers, as a server names it.
+    let hash = format!("{:016x}", map.view().info.source_hash);
+    assert_eq!(header["source_hash"], hash.as_str());
     for (line, band) in lines[1..].iter().zip(&want) {
         let got: serde_json::Value = serde_json::from_str(line).expect("band line");
         let expected: serde_json::Value =

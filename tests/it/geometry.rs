@@ -341,6 +341,8 @@ fn the_geometry_route_and_the_export_command_give_the_library_triangles() {
     let json: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
     assert_eq!(json["world"], "arena");
     assert_eq!(json["version"], 1);
+    let hash = format!("{:016x}", loaded.view().info.source_hash);
+    assert_eq!(json["source_hash"], hash.as_str());
     let meshes = map_meshes(&loaded, ALL_CONTENTS, None).expect("meshes");
     let models = json["models"].as_array().expect("models");
     assert_eq!(models.len(), meshes.len());
