@@ -285,3 +285,13 @@ pub fn connect_slowly_read(addr: &str) -> std::net::TcpStream {
         .expect("read timeout");
     stream
 }
+
+/// An HTTP client for tests: every status is an answer (not an error), and
+/// no call waits longer than 30 s.
+pub fn http_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}

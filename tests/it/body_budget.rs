@@ -42,11 +42,7 @@ fn expected(lines: &[String]) -> Vec<Answer> {
 
 /// POSTs `body` to the trace route: the status and the JSON answer.
 fn post(base: &str, body: &str) -> (u16, serde_json::Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent = crate::common::server::http_agent();
     let mut response = agent
         .post(&format!("{base}/v1/worlds/q3dm6ish/trace"))
         .header("Content-Type", "application/json")

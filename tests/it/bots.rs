@@ -151,11 +151,7 @@ fn bundled_points(seed: u64, count: usize) -> (Map, Vec<Vec3>, serde_json::Value
 }
 
 fn http_post(url: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(std::time::Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent = crate::common::server::http_agent();
     let mut resp = agent
         .post(url)
         .header("Content-Type", "application/json")

@@ -4,6 +4,7 @@
 //! servers on loopback ports, real clients.
 
 use crate::common;
+use crate::common::server::http_agent;
 
 use common::server::{TestServer, TOKEN};
 
@@ -12,15 +13,6 @@ use bspq::map::compile_source;
 use bspq::proto::v1 as pb;
 use bspq::service::Limits;
 use bspq::world::format;
-use std::time::Duration;
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
-}
 
 fn json(resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> serde_json::Value {
     let mut resp = resp.expect("request completes");
@@ -41,7 +33,7 @@ fn hash_of(map: &str) -> String {
 
 fn upload(server: &TestServer, name: &str, bytes: &[u8]) {
     json(
-        agent()
+        http_agent()
             .put(&format!("{}/v1/worlds/{name}", server.base))
             .header("Authorization", &format!("Bearer {TOKEN}"))
             .send(bytes),
@@ -54,7 +46,7 @@ fn upload(server: &TestServer, name: &str, bytes: &[u8]) {
 /// GetEntities.
 fn reported(server: &TestServer, rt: &tokio::runtime::Runtime, name: &str) -> (u64, String) {
     let base = &server.base;
-    let described = json(agent().get(&format!("{base}/v1/worlds/{name}")).call());
+    let described = json(http_agent().get(&format!("{base}/v1/worlds/{name}")).call());
     let version = described["version"].as_u64().expect("version");
     let hash = described["source_hash"]
         .as_str()
@@ -62,19 +54,19 @@ fn reported(server: &TestServer, rt: &tokio::runtime::Runtime, name: &str) -> (u
         .to_owned();
     let mut http = vec![
         json(
-            agent()
+            http_agent()
                 .post(&format!("{base}/v1/worlds/{name}/trace"))
                 .send(r#"{"queries":[{"start":[0,0,64],"end":[0,0,-512]},{"point":[0,0,0]}]}"#),
         ),
         json(
-            agent()
+            http_agent()
                 .get(&format!(
                     "{base}/v1/worlds/{name}/trace?start=0,0,64&end=0,0,-512"
                 ))
                 .call(),
         ),
         json(
-            agent()
+            http_agent()
                 .post(&format!("{base}/v1/worlds/{name}/contents"))
                 .send(r#"{"points":[[0,0,0]]}"#),
         ),

@@ -12,7 +12,6 @@ use bspq::service::Limits;
 use bspq::source::entities::{Entity, EntityError};
 use bspq::world::format::{self, FormatError, SectionKind};
 use common::server::TestServer;
-use std::time::Duration;
 use tonic::Code;
 
 /// Lump `index` of an IBSP file, straight from its directory.
@@ -217,11 +216,7 @@ fn a_map_with_a_broken_entity_lump_is_refused() {
 
 /// `(status, body)` of a GET.
 fn http_get(url: &str) -> (u16, String) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent = crate::common::server::http_agent();
     let mut response = agent.get(url).call().expect("request completes");
     let status = response.status().as_u16();
     (status, response.body_mut().read_to_string().expect("body"))

@@ -148,10 +148,7 @@ fn the_floor_route_streams_the_library_cells() {
     std::fs::copy(common::map_path("q3dm6ish"), dir.path().join("arena.bsp")).expect("copy");
     let server = TestServer::start(Some(dir.path().to_owned()), Limits::default());
     let map = common::load_world("q3dm6ish", true);
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = crate::common::server::http_agent();
     let body = r#"{"from":[-880,-780],"to":[780,750],"spacing":12,"top":600}"#;
     let mut response = agent
         .post(format!("{}/v1/worlds/arena/floor", server.base))

@@ -313,10 +313,7 @@ fn the_geometry_route_and_the_export_command_give_the_library_triangles() {
     std::fs::copy(common::map_path("q3dm6ish"), dir.path().join("arena.bsp")).expect("copy");
     let server = TestServer::start(Some(dir.path().to_owned()), Limits::default());
     let loaded = common::load_world("q3dm6ish", true);
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
+    let agent = crate::common::server::http_agent();
     let get = |path: &str, accept: Option<&str>| {
         let mut request = agent.get(format!("{}{path}", server.base));
         if let Some(a) = accept {

@@ -492,11 +492,7 @@ async fn soak_mixed_abuse_for_a_few_seconds() {
 
 /// `PUT /v1/worlds/NAME` with the admin token; the status and JSON body.
 fn upload(base: &str, name: &str, bytes: &[u8]) -> (u16, serde_json::Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent = crate::common::server::http_agent();
     let mut response = agent
         .put(&format!("{base}/v1/worlds/{name}"))
         .header(

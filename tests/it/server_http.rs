@@ -2,6 +2,7 @@
 //! a real HTTP client. Request counts and durations are bounded.
 
 use crate::common;
+use crate::common::server::http_agent;
 
 use common::server::{connect_slowly_read, read_until_closed, BinaryServer, TestServer, TOKEN};
 
@@ -18,14 +19,6 @@ use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
-}
-
 /// (status, parsed JSON body)
 fn call(req: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> (u16, serde_json::Value) {
     let mut resp = req.expect("request completes");
@@ -38,12 +31,12 @@ fn call(req: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> (u16, ser
 }
 
 fn get(base: &str, path: &str) -> (u16, serde_json::Value) {
-    call(agent().get(&format!("{base}{path}")).call())
+    call(http_agent().get(&format!("{base}{path}")).call())
 }
 
 fn post(base: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
     call(
-        agent()
+        http_agent()
             .post(&format!("{base}{path}"))
             .header("Content-Type", "application/json")
             .send(body),
@@ -191,7 +184,7 @@ fn every_route_and_error_path() {
     // Admin: upload and unload need the token.
     let map = std::fs::read(common::map_path("aggressor")).expect("map");
     let put = |token: Option<&str>, body: &[u8]| {
-        let mut req = agent().put(&format!("{base}/v1/worlds/uploaded"));
+        let mut req = http_agent().put(&format!("{base}/v1/worlds/uploaded"));
         if let Some(t) = token {
             req = req.header("Authorization", &format!("Bearer {t}"));
         }
@@ -214,10 +207,14 @@ fn every_route_and_error_path() {
     let version_series = "bspq_world_version{world=\"uploaded\"} 1";
     let text = scrape(&base);
     assert!(text.contains(version_series), "{text}");
-    let (s, b) = call(agent().delete(&format!("{base}/v1/worlds/uploaded")).call());
+    let (s, b) = call(
+        http_agent()
+            .delete(&format!("{base}/v1/worlds/uploaded"))
+            .call(),
+    );
     expect_error(s, &b, 401, "unauthenticated", None);
     let (s, _) = call(
-        agent()
+        http_agent()
             .delete(&format!("{base}/v1/worlds/uploaded"))
             .header("Authorization", &format!("Bearer {TOKEN}"))
             .call(),
@@ -517,7 +514,7 @@ fn body_limits_are_per_route_and_named() {
         let body = format!(r#"{{"queries":[{}]}}"#, query.trim_end_matches(','));
         assert!(body.len() > 4096);
         let (s, b) = call(
-            agent()
+            http_agent()
                 .post(&format!("{base}{path}"))
                 .header("Content-Type", "application/json")
                 .send(ureq::SendBody::from_reader(&mut body.as_bytes())),
@@ -527,7 +524,7 @@ fn body_limits_are_per_route_and_named() {
     }
     // Within the upload limit: read, then refused as no world, not as too large.
     let (s, b) = call(
-        agent()
+        http_agent()
             .put(&format!("{base}/v1/worlds/uploaded"))
             .header("Authorization", &format!("Bearer {TOKEN}"))
             .send(&vec![7u8; 64 << 10]),
@@ -561,14 +558,18 @@ fn admin_uploads_are_refused_before_their_body_is_read() {
     let map = std::fs::read(common::map_path("aggressor")).expect("map");
     for (scheme, version) in [("bearer", 1), ("BEARER", 2)] {
         let (s, b) = call(
-            agent()
+            http_agent()
                 .put(&format!("{base}/v1/worlds/uploaded"))
                 .header("Authorization", &format!("{scheme} {TOKEN}"))
                 .send(&map),
         );
         assert_eq!((s, b["version"].as_u64()), (200, Some(version)), "{b}");
     }
-    let (s, b) = call(agent().delete(&format!("{base}/v1/worlds/uploaded")).call());
+    let (s, b) = call(
+        http_agent()
+            .delete(&format!("{base}/v1/worlds/uploaded"))
+            .call(),
+    );
     expect_error(s, &b, 401, "unauthenticated", None);
 
     // Admin off: 403 whatever is sent, before the size limit too.
@@ -596,9 +597,9 @@ fn a_world_version_keeps_increasing_across_unloads() {
         )
     };
     let url = format!("{base}/v1/worlds/wv");
-    assert_eq!(admin(agent().put(&url)).1["version"], 1);
+    assert_eq!(admin(http_agent().put(&url)).1["version"], 1);
     let (s, _) = call(
-        agent()
+        http_agent()
             .delete(&url)
             .header("Authorization", &format!("Bearer {TOKEN}"))
             .call(),
@@ -611,7 +612,7 @@ fn a_world_version_keeps_increasing_across_unloads() {
         (s, worlds["worlds"].as_array().map(Vec::len)),
         (200, Some(1))
     );
-    assert_eq!(admin(agent().put(&url)).1["version"], 2);
+    assert_eq!(admin(http_agent().put(&url)).1["version"], 2);
     assert_eq!(get(&base, "/v1/worlds/wv").1["version"], 2);
     let text = scrape(&base);
     assert!(
@@ -644,7 +645,7 @@ fn an_uploaded_archive_inflates_within_the_upload_limit() {
         let archive = common::pk3_of(&[("maps/arena.bsp", member)]);
         assert!(archive.len() < limit, "the archive itself fits");
         call(
-            agent()
+            http_agent()
                 .put(&format!("{}/v1/worlds/{name}", server.base))
                 .header("Authorization", &format!("Bearer {TOKEN}"))
                 .send(&archive),
@@ -673,7 +674,7 @@ fn expect_method_not_allowed(base: &str, method: &str, path: &str) -> String {
         .uri(format!("{base}{path}"))
         .body(())
         .expect("request");
-    let mut resp = agent().run(req).expect("request completes");
+    let mut resp = http_agent().run(req).expect("request completes");
     let allow = resp
         .headers()
         .get("allow")
@@ -805,7 +806,7 @@ fn every_error_is_a_counted_json_body() {
     let long = "x".repeat(65);
     for name in ["..%2Fx", long.as_str()] {
         let (s, b) = call(
-            agent()
+            http_agent()
                 .put(&format!("{base}/v1/worlds/{name}"))
                 .header("Authorization", &format!("Bearer {TOKEN}"))
                 .send("not a world"),
@@ -813,7 +814,7 @@ fn every_error_is_a_counted_json_body() {
         expect((s, b), 400, "bad_world_name", None);
     }
     let (s, b) = call(
-        agent()
+        http_agent()
             .put(&format!("{base}/v1/worlds/fine"))
             .header("Authorization", &format!("Bearer {TOKEN}"))
             .send("not a world"),
@@ -844,7 +845,7 @@ fn every_error_is_a_counted_json_body() {
 fn the_world_list_and_a_world_give_the_same_bounds() {
     let server = TestServer::start(None, Limits::default());
     let text = |path: &str| {
-        let mut resp = agent()
+        let mut resp = http_agent()
             .get(&format!("{}{path}", server.base))
             .call()
             .expect("request completes");
