@@ -143,6 +143,7 @@ pub mod grpc_code {
     pub const NOT_FOUND: i32 = 5;
     pub const PERMISSION_DENIED: i32 = 7;
     pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const FAILED_PRECONDITION: i32 = 9;
     pub const UNIMPLEMENTED: i32 = 12;
     pub const INTERNAL: i32 = 13;
     pub const UNAVAILABLE: i32 = 14;
@@ -182,6 +183,7 @@ impl ServiceError {
         use grpc_code::*;
         match self {
             ServiceError::UnknownWorld(_) | ServiceError::NotServing { .. } => (404, NOT_FOUND),
+            ServiceError::Bots(crate::bots::BotsError::NoVisibility) => (409, FAILED_PRECONDITION),
             ServiceError::BadWorldName(_)
             | ServiceError::BadQuery { .. }
             | ServiceError::BadScene(_)

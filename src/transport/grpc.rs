@@ -693,6 +693,13 @@ impl Collision for GrpcCollision {
         self.0.sight(request.into_inner()).await.map(Response::new)
     }
 
+    async fn pvs(
+        &self,
+        request: Request<pb::PvsRequest>,
+    ) -> Result<Response<pb::PvsResponse>, Status> {
+        self.0.pvs(request.into_inner()).await.map(Response::new)
+    }
+
     async fn trace(
         &self,
         request: Request<pb::TraceRequest>,

@@ -2,7 +2,8 @@
 //! and back.
 
 use super::{scene_lines, GrpcState, TRANSPORT};
-use crate::bots::SightLine;
+use crate::bots::pvs::{PointLeaf, PortalRef};
+use crate::bots::{PvsLine, SightLine};
 use crate::proto::v1 as pb;
 use crate::service::{triples, xyz, ServiceError};
 use tonic::Status;
@@ -46,6 +47,75 @@ impl GrpcState {
             targets: matrix.targets as u32,
             visible: matrix.packed(),
             source_hash: answer.source_hash,
+        })
+    }
+
+    pub(super) async fn pvs(&self, req: pb::PvsRequest) -> Result<pb::PvsResponse, Status> {
+        let line = (|| {
+            let points = point_list("points", &req.points)?;
+            let targets = point_list("targets", &req.targets)?;
+            if req.closed_area_pairs.len() % 2 != 0 {
+                return Err(ServiceError::Malformed(format!(
+                    "`closed_area_pairs` holds {} numbers, not whole pairs",
+                    req.closed_area_pairs.len()
+                )));
+            }
+            let closed: Vec<PortalRef> = (req.closed_portals.iter().copied())
+                .map(PortalRef::Index)
+                .chain(
+                    req.closed_area_pairs
+                        .chunks_exact(2)
+                        .map(|p| PortalRef::Areas([p[0], p[1]])),
+                )
+                .collect();
+            Ok(PvsLine {
+                points,
+                targets: (!targets.is_empty()).then_some(targets),
+                closed_portals: (!closed.is_empty()).then_some(closed),
+            })
+        })()
+        .map_err(|e: ServiceError| self.rejected(&e))?;
+        let pairs = line
+            .points
+            .len()
+            .saturating_mul(line.targets.as_ref().map_or(line.points.len(), Vec::len));
+        let name = req.world;
+        let answer = self
+            .run_work("pvs", Some(pairs), move |s| s.pvs(&name, &line))
+            .await?;
+        self.metrics
+            .count_batch(&answer.world, "pvs", TRANSPORT, pairs);
+        let pvs = answer.answer;
+        let leaf = |p: PointLeaf| pb::PointLeaf {
+            leaf: p.leaf,
+            cluster: p.cluster,
+            area: p.area,
+        };
+        Ok(pb::PvsResponse {
+            world: answer.world,
+            version: answer.version,
+            source_hash: answer.source_hash,
+            visible: pvs.matrix.packed(),
+            points: pvs.points.into_iter().map(leaf).collect(),
+            targets: pvs
+                .targets
+                .unwrap_or_default()
+                .into_iter()
+                .map(leaf)
+                .collect(),
+            vised: pvs.vised,
+            areas: pvs.areas as u32,
+            portals: pvs
+                .portals
+                .into_iter()
+                .map(|p| pb::AreaPortal {
+                    index: p.index,
+                    area_a: p.areas[0],
+                    area_b: p.areas[1],
+                    entity: p.entity,
+                    model: p.model,
+                })
+                .collect(),
         })
     }
 }
