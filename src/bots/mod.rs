@@ -3,8 +3,8 @@
 //! areas (Quake 3's `inPVS`), and walk tests (can a player get from A to B).
 //! Built on the query kernel, scenes and movement; no I/O.
 
-#[cfg(feature = "server")]
 pub mod pvs;
+#[cfg(feature = "server")]
 pub mod service;
 pub mod sight;
 pub mod walk;

@@ -54,7 +54,7 @@ impl GrpcState {
         let line = (|| {
             let points = point_list("points", &req.points)?;
             let targets = point_list("targets", &req.targets)?;
-            if req.closed_area_pairs.len() % 2 != 0 {
+            if !req.closed_area_pairs.len().is_multiple_of(2) {
                 return Err(ServiceError::Malformed(format!(
                     "`closed_area_pairs` holds {} numbers, not whole pairs",
                     req.closed_area_pairs.len()
