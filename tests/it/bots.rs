@@ -553,3 +553,127 @@ fn walks_over_http_equal_the_library() {
         "{reply}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walks_over_grpc_equal_the_library() {
+    use bspq::bots::{walk, WalkLine};
+    use bspq::proto::v1 as pb;
+    use bspq::transport::grpc::bots::{walk_answers, walk_message};
+    use common::server::TestServer;
+    let server = TestServer::start(None, bspq::service::Limits::default());
+    let mut client = server.collision().await;
+    let world = load_world("q3dm6ish", true);
+    let from = standing_at(&world, Vec3::new(592.0, -60.0, 0.0)).expect("the stairs' foot");
+    let from = from.to_array().map(f64::from);
+    let walks = vec![
+        WalkLine {
+            from,
+            to: [800.0, -60.0, 0.0],
+            ..Default::default()
+        },
+        WalkLine {
+            from,
+            to: [592.0, 300.0, -40.0],
+            jump: Some(true),
+            ..Default::default()
+        },
+        // Every setting given, a crouching box (one side of it).
+        WalkLine {
+            from,
+            to: [592.0, 140.0, -40.0],
+            speed: Some(200.0),
+            maxs: Some([15.0, 15.0, 16.0]),
+            mask: Some(1),
+            frametime: Some(0.025),
+            gravity: Some(600),
+            ticks: Some(300),
+            radius: Some(24.0),
+            height: Some(20.0),
+            fall: Some(64.0),
+            ..Default::default()
+        },
+    ];
+    let reply = client
+        .walk(pb::WalkRequest {
+            world: "q3dm6ish".into(),
+            walks: walks.iter().map(walk_message).collect(),
+            scene: None,
+        })
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(reply.world, "q3dm6ish");
+    assert_eq!(
+        reply.source_hash,
+        format!("{:016x}", world.view().info.source_hash)
+    );
+    let got = walk_answers(&reply).expect("one answer per walk");
+    let mut scratch = Scratch::new();
+    let expected: Vec<_> = walks
+        .iter()
+        .map(|line| walk(&world.view(), &line.check().unwrap(), &mut scratch))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(got.iter().any(|w| w.reached) && got.iter().any(|w| !w.reached));
+    // A box entity in the way (a body: the player mask stops on it) blocks
+    // the first walk, unless the walker is that entity.
+    let in_the_way = pb::Scene {
+        entities: vec![pb::SceneEntity {
+            id: 4,
+            shape: Some(pb::scene_entity::Shape::Box(pb::Box {
+                mins: Some(pb::Vec3 {
+                    x: -16.0,
+                    y: -64.0,
+                    z: -64.0,
+                }),
+                maxs: Some(pb::Vec3 {
+                    x: 16.0,
+                    y: 64.0,
+                    z: 64.0,
+                }),
+            })),
+            origin: Some(pb::Vec3 {
+                x: 660.0,
+                y: -60.0,
+                z: 0.0,
+            }),
+            ..Default::default()
+        }],
+    };
+    let first = walks[0].clone();
+    let passing = WalkLine {
+        pass: Some(4),
+        ..first.clone()
+    };
+    let reply = client
+        .walk(pb::WalkRequest {
+            world: "q3dm6ish".into(),
+            walks: vec![walk_message(&first), walk_message(&passing)],
+            scene: Some(in_the_way),
+        })
+        .await
+        .expect("answered")
+        .into_inner();
+    let got = walk_answers(&reply).expect("one answer per walk");
+    assert!(!got[0].reached, "{:?}", got[0]);
+    assert_eq!(got[1], expected[0], "the walker's own box is passed over");
+    // A bad walk rejects the call, naming it.
+    let refused = client
+        .walk(pb::WalkRequest {
+            world: "q3dm6ish".into(),
+            walks: vec![
+                walk_message(&first),
+                walk_message(&WalkLine {
+                    ticks: Some(0),
+                    ..first.clone()
+                }),
+            ],
+            scene: None,
+        })
+        .await
+        .expect_err("bad ticks");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    let body: serde_json::Value = serde_json::from_str(refused.message()).expect("JSON");
+    assert_eq!(body["error"]["code"], "bad_ticks");
+    assert_eq!(body["error"]["query_index"], 1);
+}

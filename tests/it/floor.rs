@@ -21,6 +21,7 @@ fn request(spacing: f32) -> FloorRequest {
         mins: None,
         maxs: None,
         mask: None,
+        ..Default::default()
     }
 }
 
@@ -220,4 +221,136 @@ fn the_floor_command_prints_the_library_cells() {
         assert_eq!(got["steps"], expected["steps"]);
         assert_eq!(got["stand"], expected["stand"]);
     }
+}
+
+/// q3dm6ish compiled with an onion hull "wide" (a box unlike the player's,
+/// so the cells' feet are its own).
+fn hulled() -> bspq::Map {
+    let source = std::fs::read(common::map_path("q3dm6ish")).expect("map");
+    let data = bspq::map::compile_source(
+        &source,
+        "q3dm6ish",
+        &bspq::compile::CompileOptions {
+            hulls: vec![bspq::world::HullSpec {
+                name: "wide".into(),
+                mins: [-24.0, -24.0, -16.0],
+                maxs: [24.0, 24.0, 16.0],
+            }],
+            ..Default::default()
+        },
+    )
+    .expect("compiles");
+    bspq::Map::from_data(data).expect("world")
+}
+
+/// The answer of one query line, as `bspq trace` answers it.
+fn single_line(world: &bspq::trace::Kernel, line: serde_json::Value) -> bspq::query::TraceAnswer {
+    let parsed = bspq::query::QueryLine::parse(&line.to_string()).expect("a query line");
+    let request = parsed.request_in(world).expect("a valid line");
+    let answer = bspq::query::answer_request(world, &mut bspq::trace::Scratch::new(), &request);
+    match answer {
+        bspq::query::Answer::Trace(t) => t,
+        other => panic!("{line}: not a trace answer: {other:?}"),
+    }
+}
+
+/// Asserts every cell of `request`'s grid is the single trace line of its
+/// drop (`shape` holds the line's shape fields), and its fits are the
+/// player boxes placed with their feet `feet` below where the drop rests;
+/// returns how many cells have a floor.
+fn assert_cells_are_single_lines(
+    world: &bspq::trace::Kernel,
+    request: &FloorRequest,
+    shape: serde_json::Value,
+    feet: f32,
+) -> usize {
+    let grid = request.check(world).expect("grid");
+    let bottom = world.mins[2] - 1.0;
+    let mask = request.mask.unwrap_or(MASK_PLAYERSOLID);
+    let mut floors = 0;
+    let mut row = 0;
+    while row < grid.rows {
+        let band = grid
+            .band(world, row, &BatchOptions::default())
+            .expect("band");
+        for k in 0..band.floor.len() {
+            let cell = band.first_row * grid.columns + k;
+            let [x, y] = grid.point(cell % grid.columns, cell / grid.columns);
+            let mut line = serde_json::json!({"start": [x, y, request.top], "end": [x, y, bottom], "mask": mask});
+            for (key, value) in shape.as_object().expect("fields") {
+                line[key] = value.clone();
+            }
+            let single = single_line(world, line.clone());
+            let floor = (!single.startsolid && single.fraction < 1.0).then_some(single.endpos[2]);
+            assert_eq!(band.floor[k], floor, "{line}");
+            assert_eq!(band.normal[k], single.normal, "{line}");
+            assert_eq!(band.startsolid[k], single.startsolid, "{line}");
+            assert_eq!(band.contents[k], single.contents, "{line}");
+            assert_eq!(band.surface_flags[k], single.surface_flags, "{line}");
+            let fits = |top: [f32; 3]| {
+                floor.is_some_and(|z| {
+                    let at = [x, y, z + feet - PLAYER_MINS[2]];
+                    let placed = serde_json::json!({"start": at, "end": at, "mins": PLAYER_MINS, "maxs": top, "mask": mask});
+                    !single_line(world, placed).startsolid
+                })
+            };
+            assert_eq!(band.stand[k], fits(PLAYER_MAXS), "{line}");
+            assert_eq!(band.crouch[k], fits(CROUCH_MAXS), "{line}");
+            floors += floor.is_some() as usize;
+        }
+        row += band.rows;
+    }
+    floors
+}
+
+#[test]
+fn cells_of_hulls_and_shapes_are_their_single_trace_lines() {
+    let map = hulled();
+    let world = map.view();
+    let grid = |shape: serde_json::Value| -> FloorRequest {
+        let mut body =
+            serde_json::json!({"from": [-880, -780], "to": [780, 750], "spacing": 40, "top": 600});
+        for (key, value) in shape.as_object().expect("fields") {
+            body[key] = value.clone();
+        }
+        serde_json::from_value(body).expect("a floor request")
+    };
+    let cases = [
+        (serde_json::json!({"hull": "wide"}), -16.0),
+        (
+            serde_json::json!({"shape": {"sphere": {"radius": 12}}}),
+            -12.0,
+        ),
+        (
+            serde_json::json!({"shape": {"capsule": {"radius": 10, "half_height": 20}}, "exact": true}),
+            -30.0,
+        ),
+        (
+            serde_json::json!({"mins": [-8, -8, -4], "maxs": [8, 8, 40]}),
+            -4.0,
+        ),
+    ];
+    for (shape, feet) in cases {
+        let floors =
+            assert_cells_are_single_lines(&world, &grid(shape.clone()), shape.clone(), feet);
+        assert!(floors > 50, "{shape}: {floors} cells with a floor");
+    }
+    // Refused as a trace line's shape is.
+    let code = |shape: serde_json::Value| match grid(shape).check(&world) {
+        Err(bspq::query::floor::FloorError::Shape(e)) => e.code(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(code(serde_json::json!({"hull": "prone"})), "unknown_hull");
+    assert_eq!(
+        code(serde_json::json!({"hull": "wide", "mins": [-1, -1, -1]})),
+        "mixed_query"
+    );
+    assert_eq!(
+        code(serde_json::json!({"shape": {"sphere": {"radius": 4}}, "maxs": [1, 1, 1]})),
+        "mixed_query"
+    );
+    assert_eq!(
+        code(serde_json::json!({"shape": {"sphere": {"radius": -4}}})),
+        "bad_shape"
+    );
 }
