@@ -39,8 +39,6 @@ pub enum BotsError {
     WithQuery,
     #[error("bot lines (`sight`, `pvs`, `walk`) are answered as requests (`QueryLine::request`), not by plain trace validation")]
     NotATrace,
-    #[error("bot lines (`sight`, `pvs`, `walk`) are answered by `bspq trace` without `--server`, and by the server's own routes")]
-    Remote,
 }
 
 impl BotsError {
@@ -55,7 +53,7 @@ impl BotsError {
             BotsError::Movement(e) => e.code(),
             BotsError::BadSetting { .. } => "bad_setting",
             BotsError::WithQuery => "mixed_query",
-            BotsError::NotATrace | BotsError::Remote => "bots_unsupported",
+            BotsError::NotATrace => "bots_unsupported",
         }
     }
 }
