@@ -565,7 +565,7 @@ async fn walks_over_grpc_equal_the_library() {
     let world = load_world("q3dm6ish", true);
     let from = standing_at(&world, Vec3::new(592.0, -60.0, 0.0)).expect("the stairs' foot");
     let from = from.to_array().map(f64::from);
-    let walks = vec![
+    let walks = [
         WalkLine {
             from,
             to: [800.0, -60.0, 0.0],
