@@ -39,7 +39,7 @@ pub struct FloorRequest {
     pub to: [f32; 2],
     /// Grid spacing (units).
     pub spacing: f32,
-    /// The height the box is dropped from (its origin's z)...
+    /// The height the shape is dropped from (its origin's z)...
     pub top: f32,
     /// ... and the lowest it may fall to (default: the world's bottom).
     #[serde(default)]
@@ -57,7 +57,7 @@ pub struct FloorRequest {
     /// ... or an onion hull of the world, by name.
     #[serde(default)]
     pub hull: Option<String>,
-    /// Contents the box stops on (default: `MASK_PLAYERSOLID`).
+    /// Contents the shape stops on (default: `MASK_PLAYERSOLID`).
     #[serde(default)]
     pub mask: Option<u32>,
 }
@@ -105,12 +105,13 @@ pub struct FloorGrid {
     hull: Option<String>,
     stand: TraceQuery,
     crouch: TraceQuery,
-    /// The dropped box's bottom (its `mins` z): a player's feet go there.
+    /// The dropped shape's bottom (its lowest point, `mins` z): a player's
+    /// feet go there.
     feet: f32,
 }
 
 /// One band of rows `first_row..first_row + rows` (cells row by row,
-/// x fastest). `floor` is the box origin's height at rest (`None`: it fell
+/// x fastest). `floor` is the shape origin's height at rest (`None`: it fell
 /// to `bottom` without meeting anything, or started in solid);
 /// `steps` per cell are the floor height differences to the neighbours
 /// east (+x), north (+y), west and south (`None` where one has no floor or
@@ -260,7 +261,7 @@ impl FloorGrid {
     }
 
     /// Where a player's origin goes when their feet stand where the
-    /// dropped box's bottom rests (the box's origin at `rest`).
+    /// dropped shape's bottom rests (the shape's origin at `rest`).
     pub fn player_origin(&self, x: f32, y: f32, rest: f32) -> Vec3 {
         Vec3::new(x, y, rest + self.feet - PLAYER_MINS[2])
     }
