@@ -41,8 +41,6 @@ pub enum BotsError {
     WithQuery,
     #[error("bot lines (`sight`, `pvs`, `walk`) are answered as requests (`QueryLine::request`), not by plain trace validation")]
     NotATrace,
-    #[error("bot lines (`sight`, `pvs`, `walk`) are answered by `bspq trace` without `--server`, and by the server's own routes")]
-    Remote,
     #[error("this world has no leaf clusters and areas (its compiled file predates them, or the map's visibility data does not fit its tree): compile the map again with `bspq compile`, or load the .bsp")]
     NoVisibility,
 }
@@ -59,7 +57,7 @@ impl BotsError {
             BotsError::Movement(e) => e.code(),
             BotsError::BadSetting { .. } => "bad_setting",
             BotsError::WithQuery => "mixed_query",
-            BotsError::NotATrace | BotsError::Remote => "bots_unsupported",
+            BotsError::NotATrace => "bots_unsupported",
             BotsError::NoVisibility => "no_visibility",
         }
     }

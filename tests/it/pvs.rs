@@ -670,3 +670,67 @@ fn pvs_lines_in_bspq_trace() {
     assert_eq!(lines[3]["error"]["query_index"], 3);
     assert_eq!(lines[4]["error"]["code"], "mixed_query");
 }
+
+/// `bspq trace --server` answers PVS lines over gRPC with the same output,
+/// byte for byte, and exit status as offline `bspq trace`.
+#[test]
+fn pvs_lines_over_a_server_equal_offline() {
+    use common::server::TestServer;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let server = TestServer::start(None, bspq::service::Limits::default());
+    let (_, pts) = bundled_points();
+    let (points, targets) = (json_points(&pts[..20]), json_points(&pts[20..50]));
+    let lines = [
+        serde_json::json!({"pvs": {"points": points, "targets": targets}}).to_string(),
+        serde_json::json!({"pvs": {"points": points}}).to_string(),
+        serde_json::json!({"pvs": {"points": points, "targets": []}}).to_string(),
+        r#"{"pvs":{"points":[[0,0,0]],"closed_portals":[0]}}"#.into(),
+        r#"{"pvs":{"points":[[0,0,0]],"closed_portals":[[0,1]]}}"#.into(),
+        r#"{"pvs":{"points":[[0,0,0],[0,0,1e9]]}}"#.into(),
+        r#"{"pvs":{"points":[[0,0,0]]},"start":[0,0,0]}"#.into(),
+        r#"{"entities":[{"id":4,"box":{"mins":[-16,-64,-64],"maxs":[16,64,64]},"origin":[660,-60,0]}]}"#.into(),
+        serde_json::json!({"pvs": {"points": points}}).to_string(),
+    ];
+    let input = lines.join("\n") + "\n";
+    let trace = |args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .arg("trace")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("bspq runs");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("input");
+        let out = child.wait_with_output().expect("bspq ends");
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).expect("utf-8"),
+        )
+    };
+    let map = common::map_path("q3dm6ish");
+    let offline = trace(&["--world", map.to_str().expect("utf-8")]);
+    let remote = trace(&["--server", &server.grpc_url(), "--world", "q3dm6ish"]);
+    assert_eq!(remote, offline);
+    let answers: Vec<serde_json::Value> = offline
+        .1
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(answers.len(), lines.len());
+    assert_eq!(offline.0, Some(1), "the bad lines fail the run");
+    assert_eq!(answers[0]["visible"].as_array().unwrap().len(), 20);
+    assert_eq!(answers[0]["targets"].as_array().unwrap().len(), 30);
+    assert_eq!(answers[2]["visible"], serde_json::json!(vec![""; 20]));
+    assert_eq!(answers[3]["error"]["code"], "bad_setting");
+    assert_eq!(answers[4]["error"]["code"], "bad_setting");
+    assert_eq!(answers[5]["error"]["code"], "bad_coordinate");
+    assert_eq!(answers[6]["error"]["code"], "mixed_query");
+    assert_eq!(answers[8], answers[1], "a scene changes no PVS answer");
+}
