@@ -329,8 +329,6 @@ pub struct Scratch {
     /// A batch piece's queries whose answers its first pass knows, and
     /// (from the back) the rest.
     pub(crate) batch_lists: Vec<u32>,
-    /// Whether single rays (0) and boxes (1) ask the grid first.
-    pub(crate) sieve: [super::sieve::SieveTally; 2],
 }
 
 impl Scratch {

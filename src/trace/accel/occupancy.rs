@@ -6,9 +6,8 @@
 //! A ray or box whose swept box reaches no marked cell touches nothing,
 //! whatever the tree would have said, and its answer is known at once (the
 //! search would enter no primitive's bounds). Most moves of a level touch
-//! nothing. A single query asks before its search where that pays (see
-//! `trace::sieve`), one box in the lanes of one vector
-//! ([`Occupancy::is_clear`]); a batch asks about all of its
+//! nothing. A single query asks before its search, one box in the lanes of
+//! one vector ([`Occupancy::is_clear`]); a batch asks about all of its
 //! queries in one pass, four at a time and with no branch per query
 //! ([`Occupancy::are_clear`]), and searches only those left.
 //!
