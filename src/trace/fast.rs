@@ -1038,13 +1038,16 @@ impl Clipper for TraceWork {
         facet: usize,
         limit: f32,
     ) -> Option<FacetContact> {
-        let patch = &world.patches[patch];
-        if !patch_in_reach(patch, &self.bounds) {
+        if !patch_in_reach(world, patch, &self.bounds) {
             return None;
         }
         let hit = facet_hit(world, facet, self, limit)?;
         Some(FacetContact::new(
-            patch, hit.frac, hit.at, hit.normal, hit.dist,
+            &world.patches[patch],
+            hit.frac,
+            hit.at,
+            hit.normal,
+            hit.dist,
         ))
     }
 

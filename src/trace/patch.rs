@@ -15,8 +15,7 @@ use super::Kernel;
 use crate::margins::SURFACE_CLIP_EPSILON;
 use crate::math::{lanes_of, splat_axes, Vec3};
 use crate::world::{Facet, FacetBorder, Patch, PatchPlane};
-use glam::Vec4;
-use std::ops::Index;
+use glam::{Vec3A, Vec4};
 
 /// `a · b` summed left to right in f32, as the reference does for patch planes.
 #[inline(always)]
@@ -72,16 +71,12 @@ pub(crate) fn facet_hit(
     }
 }
 
-/// The swept bounds meet the patch's bounds (with the clip epsilon as slack).
-pub(crate) fn patch_in_reach<V: Index<usize, Output = f32>>(
-    patch: &Patch,
-    bounds: &[V; 2],
-) -> bool {
-    let [lo, hi] = bounds;
-    (0..3).all(|k| {
-        (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON
-            && (lo[k] as f64) <= patch.maxs[k] as f64 + SURFACE_CLIP_EPSILON
-    })
+/// The swept bounds meet patch `patch`'s bounds, with the clip epsilon as
+/// slack (see [`super::accel`]'s `patch_reach`).
+#[inline(always)]
+pub(crate) fn patch_in_reach(world: &Kernel, patch: usize, [lo, hi]: &[Vec3A; 2]) -> bool {
+    let [min, max] = &world.accel.patch_reach[patch];
+    (hi.cmpge(*min) & lo.cmple(*max)).all()
 }
 
 /// The facet's planes as the box sees them: the surface plane first, then
@@ -465,6 +460,64 @@ pub(crate) mod tests {
         assert!(!at(Vec3::new(80.0, 32.0, 0.0), 8.0));
         // Points are never inside a patch.
         assert!(!at(Vec3::new(32.0, 32.0, 0.0), 0.0));
+    }
+
+    /// The reach test in `f32` lanes answers as the reference's test in
+    /// `f64` does, on swept bounds at, just inside and just outside each
+    /// patch bound grown by the clip epsilon, and anywhere around.
+    #[test]
+    fn patch_reach_equals_the_reference_test() {
+        let data = curved_world();
+        let world = data.view();
+        let reference = |patch: &Patch, [lo, hi]: &[Vec3A; 2]| {
+            (0..3).all(|k| {
+                (hi[k] as f64) >= patch.mins[k] as f64 - SURFACE_CLIP_EPSILON
+                    && (lo[k] as f64) <= patch.maxs[k] as f64 + SURFACE_CLIP_EPSILON
+            })
+        };
+        let mut rng = fastrand::Rng::with_seed(0x2545_f491_4f6c_dd1d);
+        let (mut inside, mut outside) = (0, 0);
+        for case in 0..40_000 {
+            let p = case % world.patches.len();
+            let patch = &world.patches[p];
+            // A value near a grown bound (its f32 neighbours included) or
+            // anywhere near the patch.
+            let mut near = |bound: f32, grow: f64| {
+                let at = (bound as f64 + grow) as f32;
+                match rng.u32(..5) {
+                    0 => at,
+                    1 => at.next_up(),
+                    2 => at.next_down(),
+                    3 => bound,
+                    _ => bound + (rng.f32() - 0.5) * 200.0,
+                }
+            };
+            let mut lo = [0.0; 3];
+            let mut hi = [0.0; 3];
+            for k in 0..3 {
+                lo[k] = near(patch.maxs[k], SURFACE_CLIP_EPSILON);
+                hi[k] = near(patch.mins[k], -SURFACE_CLIP_EPSILON);
+            }
+            let bounds = [Vec3A::from_array(lo), Vec3A::from_array(hi)];
+            let expected = reference(patch, &bounds);
+            assert_eq!(
+                patch_in_reach(&world, p, &bounds),
+                expected,
+                "patch {p}: {bounds:?}"
+            );
+            if expected {
+                inside += 1;
+            } else {
+                outside += 1;
+            }
+        }
+        assert!(
+            inside > 2_000 && outside > 2_000,
+            "{inside} in, {outside} out"
+        );
+        // A NaN bound reaches nothing.
+        let nan = [Vec3A::splat(f32::NAN), Vec3A::splat(f32::NAN)];
+        assert!(!patch_in_reach(&world, 0, &nan));
     }
 
     /// Curved patches facing every way: bumps along x and y, an arch on

@@ -501,10 +501,10 @@ impl<S: Support> Clipper for ShapeWork<S> {
         facet: usize,
         _limit: f32,
     ) -> Option<FacetContact> {
-        let patch = &world.patches[patch];
-        if !patch_in_reach(patch, &self.bounds) {
+        if !patch_in_reach(world, patch, &self.bounds) {
             return None;
         }
+        let patch = &world.patches[patch];
         let (frac, normal, dist) = facet_hit(
             world,
             facet,

@@ -756,7 +756,7 @@ impl<C: Clipper> Visitor for TieLeaves<'_, '_, C> {
                 continue;
             }
             if c.patch_hits_reach_back() {
-                if super::patch::patch_in_reach(patch, &bounds) {
+                if super::patch::patch_in_reach(world, p, &bounds) {
                     return true;
                 }
                 continue;

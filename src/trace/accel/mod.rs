@@ -168,6 +168,9 @@ pub struct Accel {
     pub facet_lanes: Vec<SideLanes>,
     /// ... which this holds, per facet (see [`FacetLanes`]).
     pub facets: Vec<FacetLanes>,
+    /// Per patch, the bounds a move's swept box must reach for the patch
+    /// to be clipped (see [`patch_reach`]).
+    pub patch_reach: Vec<[Vec3A; 2]>,
     /// The brushes and patches in a four-wide bounding-volume hierarchy, for
     /// the fast trace ([`bvh`]).
     pub bvh: Bvh,
@@ -357,6 +360,7 @@ pub fn build(world: &World) -> Accel {
         })
         .collect();
     let (facet_lanes, facets) = facet_lanes(world);
+    let patch_reach = world.patches.iter().map(patch_reach).collect();
     let unlisted = listing::find(world);
     let bvh = bvh::build(world, &brush_bounds, &unlisted);
     let occupancy = Occupancy::build(&bvh);
@@ -370,6 +374,7 @@ pub fn build(world: &World) -> Accel {
         brush_axial,
         facet_lanes,
         facets,
+        patch_reach,
         bvh,
         unlisted,
         border_starts: BorderStarts::build(world),
@@ -377,6 +382,37 @@ pub fn build(world: &World) -> Accel {
         source_below,
         onion: onion::build(world),
     }
+}
+
+/// The bounds of `patch` that a move's swept box reaches exactly when the
+/// reference's test passes, each bound within the clip epsilon in `f64`
+/// (`max >= min - epsilon` and `min <= max + epsilon` per axis): those
+/// bounds rounded inward to `f32`, so the test takes two `f32` compares in
+/// lanes. An `f32` is at least a value exactly when it is at least the
+/// smallest `f32` not below it (and alike at most); a NaN bound stays NaN
+/// and fails either way.
+fn patch_reach(patch: &crate::world::Patch) -> [Vec3A; 2] {
+    let at_least = |v: f64| {
+        let near = v as f32;
+        if (near as f64) < v {
+            near.next_up()
+        } else {
+            near
+        }
+    };
+    let at_most = |v: f64| {
+        let near = v as f32;
+        if (near as f64) > v {
+            near.next_down()
+        } else {
+            near
+        }
+    };
+    let eps = crate::margins::SURFACE_CLIP_EPSILON;
+    [
+        Vec3A::from_array(patch.mins.map(|v| at_least(v as f64 - eps))),
+        Vec3A::from_array(patch.maxs.map(|v| at_most(v as f64 + eps))),
+    ]
 }
 
 /// The OR of the contents of what `leaf` lists (in `listed`: the tree's
@@ -529,4 +565,46 @@ pub(crate) fn union(a: [[f32; 3]; 2], b: [[f32; 3]; 2]) -> [[f32; 3]; 2] {
         std::array::from_fn(|i| a[0][i].min(b[0][i])),
         std::array::from_fn(|i| a[1][i].max(b[1][i])),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A patch's reach bounds in `f32` admit exactly the values the
+    /// reference's `f64` test admits, also where the grown bound falls
+    /// between two `f32` (large or finely fractional bounds).
+    #[test]
+    fn patch_reach_rounds_inward_exactly() {
+        let bounds = [
+            0.0f32,
+            -1.0,
+            0.1,
+            -0.3,
+            1000.0625,
+            3.0e7,
+            -3.0e7,
+            16_777_217.0,
+            1.0e-30,
+            8.0e6,
+        ];
+        let mut patch: crate::world::Patch = bytemuck::Zeroable::zeroed();
+        for &b in &bounds {
+            patch.mins = [b; 3];
+            patch.maxs = [b; 3];
+            let [min, max] = patch_reach(&patch);
+            let eps = crate::margins::SURFACE_CLIP_EPSILON;
+            for grown in [b as f64 - eps, b as f64 + eps] {
+                let mut x = grown as f32;
+                for _ in 0..3 {
+                    x = x.next_down();
+                }
+                for _ in 0..7 {
+                    assert_eq!(x >= min.x, x as f64 >= b as f64 - eps, "{b}: {x} over min");
+                    assert_eq!(x <= max.x, x as f64 <= b as f64 + eps, "{b}: {x} under max");
+                    x = x.next_up();
+                }
+            }
+        }
+    }
 }
