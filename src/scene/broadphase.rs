@@ -203,6 +203,20 @@ impl Broadphase {
         ControlFlow::Continue(())
     }
 
+    /// The entities whose slabs `lo..hi` meets, from the tables alone:
+    /// `None` when there is none (most moves), which is all a move that
+    /// meets no entity pays. [`Broadphase::visit_bits`] then tests a small
+    /// scene's candidates' bounds; a large scene's are found again by
+    /// [`Broadphase::meeting`].
+    #[inline(always)]
+    pub(super) fn candidates(&self, lo: Vec3, hi: Vec3) -> Option<Candidates> {
+        if let Some(small) = &self.small {
+            let found = self.small_bits(small, lo, hi);
+            return (found != 0).then_some(Candidates::Small(found));
+        }
+        (!self.bounds.is_empty()).then_some(Candidates::Large)
+    }
+
     /// [`Broadphase::meeting`] in a small scene's tables.
     #[inline(always)]
     fn meeting_small<B>(
@@ -210,19 +224,37 @@ impl Broadphase {
         small: &SmallSlabs,
         lo: Vec3,
         hi: Vec3,
-        mut visit: impl FnMut(usize) -> ControlFlow<B>,
+        visit: impl FnMut(usize) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
+        self.visit_bits(self.small_bits(small, lo, hi), lo, hi, visit)
+    }
+
+    /// A small scene's entities whose slabs meet `lo..hi`'s, as bits.
+    #[inline(always)]
+    fn small_bits(&self, small: &SmallSlabs, lo: Vec3, hi: Vec3) -> u128 {
         // Slabs are below `MAX_SLABS`, a power of two: the mask keeps the
         // index in the row without a bounds check and changes nothing.
         let slab = |p| self.slab_of(p).map(|k| k & (MAX_SLABS as usize - 1));
         let (l, h) = (slab(lo), slab(hi));
         let [x, y, z] = &small.slabs;
-        let mut found = x[h[0]].starting
+        x[h[0]].starting
             & y[h[1]].starting
             & z[h[2]].starting
             & x[l[0]].ending
             & y[l[1]].ending
-            & z[l[2]].ending;
+            & z[l[2]].ending
+    }
+
+    /// Calls `visit` with each entity of `found` (bit `i`: entity `i`)
+    /// whose bounds meet `lo..hi`, in scene order, until it breaks.
+    #[inline(always)]
+    pub(super) fn visit_bits<B>(
+        &self,
+        mut found: u128,
+        lo: Vec3,
+        hi: Vec3,
+        mut visit: impl FnMut(usize) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
         let (qlo, qhi) = (Vec3A::from(lo), Vec3A::from(hi));
         while found != 0 {
             let i = found.trailing_zeros() as usize;
@@ -235,6 +267,15 @@ impl Broadphase {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// What [`Broadphase::candidates`] found.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Candidates {
+    /// A small scene's candidates, bit `i` for entity `i` (never 0).
+    Small(u128),
+    /// A large scene's: [`Broadphase::meeting`] finds them.
+    Large,
 }
 
 #[cfg(test)]
