@@ -146,10 +146,10 @@ impl Broadphase {
 
     /// The slab of `p` along each axis.
     #[inline(always)]
-    fn slab_of(&self, p: Vec3) -> [usize; 3] {
+    fn slab_of(&self, p: impl Into<Vec3A>) -> [usize; 3] {
         // (`max` and `min` first: the sum stays below 2²⁴, its low bits
         // the rounded slab.)
-        let biased = ((Vec3A::from(p) - self.origin) * self.scale)
+        let biased = ((p.into() - self.origin) * self.scale)
             .max(Vec3A::ZERO)
             .min(self.last)
             + Vec3A::splat(ROUNDING_BIAS);
@@ -209,7 +209,7 @@ impl Broadphase {
     /// scene's candidates' bounds; a large scene's are found again by
     /// [`Broadphase::meeting`].
     #[inline(always)]
-    pub(super) fn candidates(&self, lo: Vec3, hi: Vec3) -> Option<Candidates> {
+    pub(super) fn candidates(&self, lo: Vec3A, hi: Vec3A) -> Option<Candidates> {
         if let Some(small) = &self.small {
             let found = self.small_bits(small, lo, hi);
             return (found != 0).then_some(Candidates::Small(found));
@@ -226,12 +226,13 @@ impl Broadphase {
         hi: Vec3,
         visit: impl FnMut(usize) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
+        let (lo, hi) = (lo.into(), hi.into());
         self.visit_bits(self.small_bits(small, lo, hi), lo, hi, visit)
     }
 
     /// A small scene's entities whose slabs meet `lo..hi`'s, as bits.
     #[inline(always)]
-    fn small_bits(&self, small: &SmallSlabs, lo: Vec3, hi: Vec3) -> u128 {
+    fn small_bits(&self, small: &SmallSlabs, lo: Vec3A, hi: Vec3A) -> u128 {
         // Slabs are below `MAX_SLABS`, a power of two: the mask keeps the
         // index in the row without a bounds check and changes nothing.
         let slab = |p| self.slab_of(p).map(|k| k & (MAX_SLABS as usize - 1));
@@ -251,11 +252,10 @@ impl Broadphase {
     pub(super) fn visit_bits<B>(
         &self,
         mut found: u128,
-        lo: Vec3,
-        hi: Vec3,
+        qlo: Vec3A,
+        qhi: Vec3A,
         mut visit: impl FnMut(usize) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
-        let (qlo, qhi) = (Vec3A::from(lo), Vec3A::from(hi));
         while found != 0 {
             let i = found.trailing_zeros() as usize;
             found &= found - 1;

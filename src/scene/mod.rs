@@ -364,13 +364,13 @@ impl<'m> PlacedScene<'m> {
     fn clip_entities(
         &self,
         candidates: u128,
-        (lo, hi): (Vec3, Vec3),
+        (lo, hi): (Vec3A, Vec3A),
         found: &mut (TraceResult, u32),
         query: &TraceQuery,
         pass: u32,
         scratch: &mut Scratch,
     ) {
-        let mv = Move::new(query, pass, self.owner_of(pass), found.0.fraction);
+        let mv = Move::new(query, pass, self.owner_of(pass), found.0.fraction, (lo, hi));
         let _ = self
             .broadphase
             .visit_bits(candidates, lo, hi, |i| match self.entities.get(i) {
@@ -383,14 +383,16 @@ impl<'m> PlacedScene<'m> {
     #[inline(never)]
     fn clip_entities_large(
         &self,
-        (lo, hi): (Vec3, Vec3),
+        (lo, hi): (Vec3A, Vec3A),
         found: &mut (TraceResult, u32),
         query: &TraceQuery,
         pass: u32,
         scratch: &mut Scratch,
     ) {
-        let mv = Move::new(query, pass, self.owner_of(pass), found.0.fraction);
-        let _ = self.meeting(lo, hi, |e| clip_entity(e, found, &mv, scratch));
+        let mv = Move::new(query, pass, self.owner_of(pass), found.0.fraction, (lo, hi));
+        let _ = self.meeting(lo.into(), hi.into(), |e| {
+            clip_entity(e, found, &mv, scratch)
+        });
     }
 
     /// Whether the trace touches anything in its mask, world or entity:
@@ -404,7 +406,7 @@ impl<'m> PlacedScene<'m> {
         }
         let (lo, hi) = move_bounds(query);
         let pass_owner = self.owner_of(pass);
-        self.meeting(lo, hi, |e| {
+        self.meeting(lo.into(), hi.into(), |e| {
             if !e.skipped(query.mask(), pass, pass_owner) && e.trace(query, scratch).fraction < 1.0
             {
                 ControlFlow::Break(())
@@ -455,18 +457,21 @@ struct Move<'q> {
 
 impl<'q> Move<'q> {
     /// `query` made by `pass` (owned by `pass_owner`), which the world
-    /// stops at `fraction`.
+    /// stops at `fraction`; `bounds` are the whole move's ([`move_bounds`]).
     #[inline(always)]
-    fn new(query: &'q TraceQuery, pass: u32, pass_owner: u32, fraction: f32) -> Self {
+    fn new(
+        query: &'q TraceQuery,
+        pass: u32,
+        pass_owner: u32,
+        fraction: f32,
+        bounds: (Vec3A, Vec3A),
+    ) -> Self {
         let centre = (query.mins + query.maxs) * 0.5;
         Move {
             query,
             pass,
             pass_owner,
-            stop: {
-                let (lo, hi) = stop_bounds(query, fraction);
-                (lo.into(), hi.into())
-            },
+            stop: stop_bounds(query, fraction, bounds),
             start: (query.start + centre).into(),
             end: (query.end + centre).into(),
             sweep: BoxSweep::new(query.mins - centre, query.maxs - centre, query.mask),
@@ -624,28 +629,29 @@ impl Placed<'_> {
 
 /// Bounds of what the move sweeps until `fraction` of the way (where the
 /// world stops it), grown by [`ENTITY_STOP_MARGIN`] beyond the one unit of
-/// [`move_bounds`], within [`move_bounds`].
+/// [`move_bounds`], within [`move_bounds`] (`lo..hi`).
 #[inline(always)]
-fn stop_bounds(q: &TraceQuery, fraction: f32) -> (Vec3, Vec3) {
-    let (lo, hi) = move_bounds(q);
+fn stop_bounds(q: &TraceQuery, fraction: f32, (lo, hi): (Vec3A, Vec3A)) -> (Vec3A, Vec3A) {
     if fraction >= 1.0 {
         return (lo, hi);
     }
-    let stop = q.start + fraction * (q.end - q.start);
-    let grow = Vec3::splat(1.0 + ENTITY_STOP_MARGIN);
+    let (start, end) = (Vec3A::from(q.start), Vec3A::from(q.end));
+    let stop = start + fraction * (end - start);
+    let grow = Vec3A::splat(1.0 + ENTITY_STOP_MARGIN);
     (
-        (q.start.min(stop) + q.mins - grow).max(lo),
-        (q.start.max(stop) + q.maxs + grow).min(hi),
+        (start.min(stop) + Vec3A::from(q.mins) - grow).max(lo),
+        (start.max(stop) + Vec3A::from(q.maxs) + grow).min(hi),
     )
 }
 
 /// Bounds of everything the move sweeps, grown by one unit.
 #[inline(always)]
-fn move_bounds(q: &TraceQuery) -> (Vec3, Vec3) {
-    let grow = Vec3::ONE;
+fn move_bounds(q: &TraceQuery) -> (Vec3A, Vec3A) {
+    let (start, end) = (Vec3A::from(q.start), Vec3A::from(q.end));
+    let grow = Vec3A::ONE;
     (
-        q.start.min(q.end) + q.mins - grow,
-        q.start.max(q.end) + q.maxs + grow,
+        start.min(end) + Vec3A::from(q.mins) - grow,
+        start.max(end) + Vec3A::from(q.maxs) + grow,
     )
 }
 
