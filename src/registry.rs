@@ -255,13 +255,15 @@ impl Registry {
         Arc::clone(&self.slots.entry(name.to_owned()).or_default())
     }
 
-    /// Installs a loaded world as the next version of `name`.
+    /// Installs a loaded world as the next version of `name`, and returns
+    /// it (not whatever serves by the time the caller looks: a file change
+    /// may load another version just after).
     fn install(
         &self,
         name: &str,
         source: String,
         load: Result<Map, LoadError>,
-    ) -> Result<u64, LoadError> {
+    ) -> Result<Arc<WorldVersion>, LoadError> {
         let slot = self.slot_or_new(name);
         let _serial = slot.load_lock.lock().unwrap_or_else(|p| p.into_inner());
         match load {
@@ -275,7 +277,8 @@ impl Registry {
                     source,
                     loaded_at: SystemTime::now(),
                 };
-                slot.current.store(Some(Arc::new(new)));
+                let new = Arc::new(new);
+                slot.current.store(Some(Arc::clone(&new)));
                 if let Ok(mut status) = slot.status.lock() {
                     status.last_error = None;
                 }
@@ -285,7 +288,7 @@ impl Registry {
                     version,
                     error: None,
                 });
-                Ok(version)
+                Ok(new)
             }
             Err(err) => {
                 self.record_failure(name, &slot, err.to_string());
@@ -325,11 +328,13 @@ impl Registry {
         };
         let load = open_world(&spec, &self.options);
         self.install(name, path.display().to_string(), load)
+            .map(|v| v.version)
     }
 
     /// Loads (or reloads) `name` from bytes of any supported kind (an upload).
     pub fn load_bytes(&self, name: &str, bytes: &[u8], source: &str) -> Result<u64, LoadError> {
         self.load_bytes_within(name, bytes, source, crate::source::pk3::MAX_MEMBER_BYTES)
+            .map(|v| v.version)
     }
 
     /// [`Registry::load_bytes`], an archive's map inflated to at most
@@ -340,7 +345,7 @@ impl Registry {
         bytes: &[u8],
         source: &str,
         max_member_bytes: u64,
-    ) -> Result<u64, LoadError> {
+    ) -> Result<Arc<WorldVersion>, LoadError> {
         let load = world_from_bytes_within(bytes, name, &self.options, max_member_bytes);
         self.install(name, source.to_owned(), load)
     }

@@ -631,6 +631,14 @@ pub struct Counts {
 }
 
 /// The core shared by every transport.
+/// What an upload answers: the version the world now serves as and the
+/// content hash every later answer from it carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Uploaded {
+    pub version: u64,
+    pub source_hash: String,
+}
+
 #[derive(Debug)]
 pub struct Service {
     pub registry: Arc<Registry>,
@@ -886,8 +894,9 @@ impl Service {
         }
     }
 
-    /// Loads an uploaded world (blocking: call off the reactor).
-    pub fn upload(&self, name: &str, bytes: &[u8]) -> Result<u64, ServiceError> {
+    /// Loads an uploaded world (blocking: call off the reactor) and returns
+    /// the version it now serves as, with its content hash.
+    pub fn upload(&self, name: &str, bytes: &[u8]) -> Result<Uploaded, ServiceError> {
         if !valid_world_name(name) {
             return Err(ServiceError::BadWorldName(name.to_owned()));
         }
@@ -904,10 +913,11 @@ impl Service {
         // is, and no further than any map member.
         let inflate_limit =
             (self.limits.max_upload_bytes as u64).min(crate::source::pk3::MAX_MEMBER_BYTES);
-        let version = self
+        let loaded = self
             .registry
             .load_bytes_within(name, bytes, "upload", inflate_limit)
             .map_err(|e| ServiceError::LoadFailed(e.to_string()))?;
+        let version = loaded.version;
         if let Some(dir) = self.uploads_dir.get() {
             crate::uploads::keep(&self.registry, dir, name, bytes).map_err(|error| {
                 ServiceError::Internal(format!(
@@ -915,7 +925,10 @@ impl Service {
                 ))
             })?;
         }
-        Ok(version)
+        Ok(Uploaded {
+            version,
+            source_hash: loaded.source_hash.clone(),
+        })
     }
 
     /// Writes uploads through to `dir` (the worlds directory) from now on,

@@ -891,11 +891,15 @@ impl Admin for GrpcAdmin {
         let req = request.into_inner();
         let world = req.name.clone();
         let (name, data) = (req.name, req.data);
-        let version = state
+        let loaded = state
             .run_work("admin", None, move |s| s.upload(&name, &data))
             .await?;
         state.metrics.count_request(&world, "admin", TRANSPORT);
-        Ok(Response::new(pb::LoadWorldResponse { world, version }))
+        Ok(Response::new(pb::LoadWorldResponse {
+            world,
+            version: loaded.version,
+            source_hash: loaded.source_hash,
+        }))
     }
 
     async fn unload_world(

@@ -522,9 +522,14 @@ async fn put_world(
 ) -> Result<Response, ApiError> {
     let bytes = body_bytes(body, state.service.limits.max_upload_bytes)?;
     let world = name.clone();
-    let version = run_work(&state, "admin", None, move |s| s.upload(&name, &bytes)).await?;
+    let loaded = run_work(&state, "admin", None, move |s| s.upload(&name, &bytes)).await?;
     state.metrics.count_request(&world, "admin", TRANSPORT);
-    Ok(Json(serde_json::json!({"world": world, "version": version})).into_response())
+    Ok(Json(serde_json::json!({
+        "world": world,
+        "version": loaded.version,
+        "source_hash": loaded.source_hash,
+    }))
+    .into_response())
 }
 
 /// `DELETE /v1/worlds/{name}` (behind [`require_admin`]).

@@ -31,13 +31,50 @@ fn hash_of(map: &str) -> String {
     format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&map_bytes(map)))
 }
 
-fn upload(server: &TestServer, name: &str, bytes: &[u8]) {
-    json(
+/// Uploads over HTTP; returns the answer's version and content hash.
+fn upload(server: &TestServer, name: &str, bytes: &[u8]) -> (u64, String) {
+    let answer = json(
         http_agent()
             .put(&format!("{}/v1/worlds/{name}", server.base))
             .header("Authorization", &format!("Bearer {TOKEN}"))
             .send(bytes),
     );
+    assert_eq!(answer["world"], name, "{answer}");
+    (
+        answer["version"].as_u64().expect("version"),
+        answer["source_hash"]
+            .as_str()
+            .expect("source_hash")
+            .to_owned(),
+    )
+}
+
+/// Uploads over gRPC (`Admin.LoadWorld`); returns what it answers.
+fn upload_grpc(
+    server: &TestServer,
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    bytes: &[u8],
+) -> (u64, String) {
+    rt.block_on(async {
+        let mut admin = pb::admin_client::AdminClient::new(server.channel().await)
+            .max_encoding_message_size(usize::MAX);
+        let mut request = tonic::Request::new(pb::LoadWorldRequest {
+            name: name.into(),
+            data: bytes.to_vec(),
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {TOKEN}").parse().expect("ascii"),
+        );
+        let answer = admin
+            .load_world(request)
+            .await
+            .expect("LoadWorld")
+            .into_inner();
+        assert_eq!(answer.world, name);
+        (answer.version, answer.source_hash)
+    })
 }
 
 /// The version and content hash every kind of answer for `name` reports,
@@ -151,14 +188,24 @@ fn every_answer_names_its_content_the_same_on_every_replica() {
     // ... replica B the source, uploaded twice: another version number,
     // the same content.
     let b = TestServer::start(None, Limits::default());
-    upload(&b, "arena", &map_bytes("q3dm6ish"));
-    upload(&b, "arena", &map_bytes("q3dm6ish"));
+    // The upload's own answer names what it loaded.
+    assert_eq!(
+        upload(&b, "arena", &map_bytes("q3dm6ish")),
+        (1, q3dm6ish.clone())
+    );
+    assert_eq!(
+        upload_grpc(&b, &rt, "arena", &map_bytes("q3dm6ish")),
+        (2, q3dm6ish.clone())
+    );
     assert_eq!(reported(&a, &rt, "arena"), (1, q3dm6ish.clone()));
     assert_eq!(reported(&b, &rt, "arena"), (2, q3dm6ish.clone()));
     // The bundled world is the same map under another name.
     assert_eq!(reported(&b, &rt, "q3dm6ish"), (1, q3dm6ish.clone()));
     // Other content under the same name: another hash.
-    upload(&b, "arena", &map_bytes("oa_ctf2"));
+    assert_eq!(
+        upload(&b, "arena", &map_bytes("oa_ctf2")),
+        (3, hash_of("oa_ctf2"))
+    );
     let other = reported(&b, &rt, "arena");
     assert_eq!(other, (3, hash_of("oa_ctf2")));
     assert_ne!(other.1, q3dm6ish);
