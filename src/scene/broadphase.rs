@@ -343,6 +343,24 @@ mod tests {
                     ControlFlow::<()>::Continue(())
                 });
                 assert_eq!(by_general, scan, "case {case}: {lo} {hi}, general");
+                // A trace's way: the tables' candidates, then their bounds.
+                let (qlo, qhi) = (Vec3A::from(lo), Vec3A::from(hi));
+                let mut by_candidates = Vec::new();
+                match broadphase.candidates(qlo, qhi) {
+                    None => {}
+                    Some(Candidates::Small(bits)) => {
+                        let _ = broadphase.visit_bits(bits, qlo, qhi, |i| {
+                            by_candidates.push(i);
+                            ControlFlow::<()>::Continue(())
+                        });
+                    }
+                    Some(Candidates::Large) => {
+                        // (Found again in full, by `meeting`.)
+                        assert!(!small, "case {case}");
+                        by_candidates.clone_from(&by_general)
+                    }
+                }
+                assert_eq!(by_candidates, scan, "case {case}: {lo} {hi}, candidates");
                 met += scan.len();
             }
         }

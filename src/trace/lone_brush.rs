@@ -5,12 +5,14 @@
 //! entity a move meets cost more than the clip.
 //!
 //! The same numbers as the world's path: the move is set up as any trace's
-//! ([`TraceWork`]), the brush clipped by the clip the fast search uses (its
+//! ([`TraceWork`]; its box's part once for every entity a move meets,
+//! [`BoxSweep`]), the brush clipped by the clip the fast search uses (its
 //! axial box record or its side lanes, copied from the world's kernel),
 //! a position test made with the walk's brush test, and each side reports
 //! what the world's side reports. With one brush no visit order can change
 //! the answer, so the walk (which the fast search defers to for order)
-//! answers the same.
+//! answers the same. The clip's answer is written out only when asked
+//! ([`LoneClip`]): a scene asks only for the entity that stops the move.
 //!
 //! [`trace`]: super::trace
 
