@@ -106,6 +106,9 @@ pub enum ServiceError {
     GeometryTooLarge { triangles: usize, limit: usize },
     #[error("the floor grid has {cells} cells; the limit is {limit} (a coarser spacing or a smaller rectangle)")]
     GridTooLarge { cells: usize, limit: usize },
+    /// A floor grid's dropped shape, refused as a trace line's would be.
+    #[error("floor grid: {0}")]
+    BadGrid(QueryError),
 }
 
 /// The longest error message sent to a client, in bytes (before the
@@ -143,6 +146,7 @@ pub mod grpc_code {
     pub const NOT_FOUND: i32 = 5;
     pub const PERMISSION_DENIED: i32 = 7;
     pub const RESOURCE_EXHAUSTED: i32 = 8;
+    pub const FAILED_PRECONDITION: i32 = 9;
     pub const UNIMPLEMENTED: i32 = 12;
     pub const INTERNAL: i32 = 13;
     pub const UNAVAILABLE: i32 = 14;
@@ -155,7 +159,9 @@ impl ServiceError {
         match self {
             ServiceError::UnknownWorld(_) | ServiceError::NotServing { .. } => "unknown_world",
             ServiceError::BadWorldName(_) => "bad_world_name",
-            ServiceError::BadQuery { error, .. } | ServiceError::BadScene(error) => error.code(),
+            ServiceError::BadQuery { error, .. }
+            | ServiceError::BadScene(error)
+            | ServiceError::BadGrid(error) => error.code(),
             ServiceError::TooManyQueries { .. } => "too_many_queries",
             ServiceError::Malformed(_) => "malformed_request",
             ServiceError::Unauthenticated => "unauthenticated",
@@ -182,6 +188,7 @@ impl ServiceError {
         use grpc_code::*;
         match self {
             ServiceError::UnknownWorld(_) | ServiceError::NotServing { .. } => (404, NOT_FOUND),
+            ServiceError::Bots(crate::bots::BotsError::NoVisibility) => (409, FAILED_PRECONDITION),
             ServiceError::BadWorldName(_)
             | ServiceError::BadQuery { .. }
             | ServiceError::BadScene(_)
@@ -189,6 +196,7 @@ impl ServiceError {
             | ServiceError::Malformed(_)
             | ServiceError::LoadFailed(_)
             | ServiceError::GridTooLarge { .. }
+            | ServiceError::BadGrid(_)
             | ServiceError::Bots(_) => (400, INVALID_ARGUMENT),
             ServiceError::Unauthenticated => (401, UNAUTHENTICATED),
             ServiceError::AdminDisabled => (403, PERMISSION_DENIED),

@@ -3,6 +3,7 @@
 //! areas (Quake 3's `inPVS`), and walk tests (can a player get from A to B).
 //! Built on the query kernel, scenes and movement; no I/O.
 
+pub mod pvs;
 #[cfg(feature = "server")]
 pub mod service;
 pub mod sight;
@@ -15,6 +16,7 @@ use thiserror::Error;
 
 pub use walk::{walk, Stop, Walk, WalkAnswer, WalkLine};
 
+pub use pvs::{pvs, PortalRef, Pvs, PvsAnswer, PvsLine};
 pub use sight::{
     sight_matrix, sight_matrix_in_scene, Sight, SightLine, SightMatrix, MAX_SIGHT_PAIRS,
 };
@@ -39,8 +41,8 @@ pub enum BotsError {
     WithQuery,
     #[error("bot lines (`sight`, `pvs`, `walk`) are answered as requests (`QueryLine::request`), not by plain trace validation")]
     NotATrace,
-    #[error("bot lines (`sight`, `pvs`, `walk`) are answered by `bspq trace` without `--server`, and by the server's own routes")]
-    Remote,
+    #[error("this world has no leaf clusters and areas (its compiled file predates them, or the map's visibility data does not fit its tree): compile the map again with `bspq compile`, or load the .bsp")]
+    NoVisibility,
 }
 
 impl BotsError {
@@ -55,7 +57,8 @@ impl BotsError {
             BotsError::Movement(e) => e.code(),
             BotsError::BadSetting { .. } => "bad_setting",
             BotsError::WithQuery => "mixed_query",
-            BotsError::NotATrace | BotsError::Remote => "bots_unsupported",
+            BotsError::NotATrace => "bots_unsupported",
+            BotsError::NoVisibility => "no_visibility",
         }
     }
 }
@@ -64,6 +67,7 @@ impl BotsError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum BotRequest {
     Sight(Sight),
+    Pvs(Pvs),
     Walk(Walk),
 }
 
@@ -72,7 +76,64 @@ pub enum BotRequest {
 #[serde(untagged)]
 pub enum BotAnswer {
     Sight(SightAnswer),
+    Pvs(PvsLineAnswer),
     Walk(WalkAnswer),
+    Refused(Refusal),
+}
+
+/// A PVS line's answer: where each point (and target) lies, the matrix
+/// (one string per point, one character per target), the map's areas and
+/// portals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PvsLineAnswer {
+    pub points: Vec<pvs::PointLeaf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Vec<pvs::PointLeaf>>,
+    pub visible: Vec<String>,
+    pub vised: bool,
+    pub areas: usize,
+    pub portals: Vec<pvs::PortalInfo>,
+}
+
+impl From<PvsAnswer> for PvsLineAnswer {
+    fn from(a: PvsAnswer) -> Self {
+        PvsLineAnswer {
+            visible: a.matrix.rows(),
+            points: a.points,
+            targets: a.targets,
+            vised: a.vised,
+            areas: a.areas,
+            portals: a.portals,
+        }
+    }
+}
+
+/// A bot line the world could not answer (a line checked without the
+/// world: checked with it, such a line is refused before it is answered).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refusal {
+    pub error: RefusalBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefusalBody {
+    pub code: String,
+    pub message: String,
+}
+
+fn pvs_answer(world: &Kernel, request: &Pvs) -> BotAnswer {
+    match pvs(&world.world, request) {
+        Ok(answer) => BotAnswer::Pvs(answer.into()),
+        Err(e) => BotAnswer::Refused(Refusal {
+            error: RefusalBody {
+                code: e.code().to_owned(),
+                message: e.to_string(),
+            },
+        }),
+    }
 }
 
 /// A sight line's answer: one string per eye, one character per target.
@@ -88,6 +149,7 @@ pub fn answer(world: &Kernel, request: &BotRequest, options: &BatchOptions) -> B
         BotRequest::Sight(s) => BotAnswer::Sight(SightAnswer {
             visible: sight_matrix(world, s, options).rows(),
         }),
+        BotRequest::Pvs(p) => pvs_answer(world, p),
         BotRequest::Walk(w) => BotAnswer::Walk(crate::trace::with_scratch(|scratch| {
             walk(world, w, scratch)
         })),
@@ -104,6 +166,8 @@ pub fn answer_in_scene(
         BotRequest::Sight(s) => BotAnswer::Sight(SightAnswer {
             visible: sight_matrix_in_scene(scene, s, options).rows(),
         }),
+        // Potential visibility is the map's alone: no entity changes it.
+        BotRequest::Pvs(p) => pvs_answer(scene.world(), p),
         BotRequest::Walk(w) => {
             let collider = crate::movement::InScene {
                 scene,

@@ -1,6 +1,7 @@
 //! The bot calls as the service answers them: checked against one pinned
 //! world version, with the request's scene, on the service's threads.
 
+use super::pvs::{pvs, PvsAnswer, PvsLine};
 use super::sight::{sight_matrix, sight_matrix_in_scene, SightLine, SightMatrix};
 use super::walk::{walk, Walk, WalkAnswer, WalkLine};
 use crate::query::{scene_of, EntityLine, QueryError};
@@ -57,6 +58,15 @@ impl Service {
             }
         };
         Ok(answered(&version, matrix))
+    }
+
+    /// Potential visibility in `world`: where each point lies, and which
+    /// targets each point may see (see [`super::pvs`]).
+    pub fn pvs(&self, world: &str, line: &PvsLine) -> Result<Answered<PvsAnswer>, ServiceError> {
+        let version = self.world(world)?;
+        let request = line.check().map_err(ServiceError::Bots)?;
+        let answer = pvs(&version.world.world(), &request).map_err(ServiceError::Bots)?;
+        Ok(answered(&version, answer))
     }
 
     /// Walk tests through `world` (and the scene `entities`), every walk

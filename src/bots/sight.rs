@@ -152,6 +152,20 @@ impl SightMatrix {
             .collect()
     }
 
+    /// [`SightMatrix::packed`] read back (`None` when `bytes` do not hold
+    /// exactly `eyes · targets` entries).
+    pub fn from_packed(eyes: usize, targets: usize, bytes: &[u8]) -> Option<Self> {
+        let n = eyes.checked_mul(targets)?;
+        if bytes.len() != n.div_ceil(8) {
+            return None;
+        }
+        Some(SightMatrix {
+            eyes,
+            targets,
+            visible: (0..n).map(|i| bytes[i / 8] >> (i % 8) & 1 == 1).collect(),
+        })
+    }
+
     /// The entries packed eight to a byte in row order, the first entry in
     /// the lowest bit of the first byte.
     pub fn packed(&self) -> Vec<u8> {

@@ -12,8 +12,8 @@ use crate::trace::Scratch;
 use serde::{Deserialize, Serialize};
 
 /// A player's box (Quake 3's standing player).
-const PLAYER_MINS: [f64; 3] = [-15.0, -15.0, -24.0];
-const PLAYER_MAXS: [f64; 3] = [15.0, 15.0, 32.0];
+pub const PLAYER_MINS: [f64; 3] = [-15.0, -15.0, -24.0];
+pub const PLAYER_MAXS: [f64; 3] = [15.0, 15.0, 32.0];
 /// Quake 3's running speed (units/s), gravity (units/s²) and jump speed.
 const RUN_SPEED: f64 = 320.0;
 const GRAVITY: i64 = 800;

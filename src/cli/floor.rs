@@ -36,7 +36,7 @@ pub fn run(args: FloorArgs) -> anyhow::Result<ExitCode> {
         &world,
         (&name, 0),
         &BatchOptions::default(),
-        |line| match out.write_all(&line) {
+        |line, _| match out.write_all(&line) {
             Ok(()) => true,
             Err(e) => {
                 failed = Some(e);

@@ -140,6 +140,22 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!("source tree      none (order-dependent answers use the compiled tree)");
     }
+    if source.leaf_vis.is_empty() {
+        println!("visibility       none (PVS queries are refused: compile the map again)");
+    } else {
+        let rows = bspq::world::vis::Rows::parse(source.visibility, false)
+            .ok()
+            .flatten();
+        println!(
+            "visibility       {}, {} areas, {} area portals",
+            rows.map_or(
+                "no visibility data (every cluster sees every other)".to_owned(),
+                |r| { format!("{} clusters", r.clusters()) }
+            ),
+            bspq::world::vis::area_count(source.leaf_vis),
+            source.area_portals.len()
+        );
+    }
     println!(
         "patch facets     {} ({} planes)",
         world.facets.len(),

@@ -14,6 +14,8 @@ use clap::Args;
 use std::io::Write;
 use std::process::ExitCode;
 
+mod bots;
+
 #[derive(Args)]
 pub struct TraceArgs {
     #[command(flatten)]
@@ -100,8 +102,8 @@ fn next_chunk(
 /// server's world knows (its hulls and models): hull lines are checked as
 /// the ray of the same move.
 fn check_query(line: &QueryLine) -> Result<(), QueryError> {
-    if line.is_bot() {
-        return Err(bspq::bots::BotsError::Remote.into());
+    if let Some(bot) = line.bot() {
+        return bot.map(|_| ());
     }
     if line.is_movement() {
         // A hull is the server's to look up: the rest is checked with a
@@ -178,9 +180,11 @@ impl Slot {
 /// Lines are read in chunks of `batch`; each is checked locally (so bad
 /// lines get the same error lines as offline). The queries of a chunk
 /// between scene lines go to the server as one tick: a `Trace` call with a
-/// shape table, per-query masks, passes and any-hit, and the points. A
-/// scene line is sent alone first (the server checks its models), then
-/// travels with every later call. Answers are printed in input order.
+/// shape table, per-query masks, passes and any-hit, and the points; its
+/// bot lines as one `Walk` call for the walks and a `Sight` call per
+/// matrix. A scene line is sent alone first (the server checks its
+/// models), then travels with every later call. Answers are printed in
+/// input order.
 fn run_remote(server: &str, world: &str, batch: usize) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -285,6 +289,7 @@ impl Remote {
     async fn answer_chunk(&mut self, chunk: &[InputLine]) -> anyhow::Result<Vec<Slot>> {
         let mut slots = Vec::with_capacity(chunk.len());
         let mut tick = Vec::new();
+        let mut bots = Vec::new();
         for (pos, (index, line)) in chunk.iter().enumerate() {
             let parsed = line.clone().and_then(|text| QueryLine::parse(&text));
             let checked = parsed.and_then(|line| match line.scene() {
@@ -301,7 +306,13 @@ impl Remote {
                     Some(entities) => {
                         self.answer_tick(std::mem::take(&mut tick), chunk, &mut slots)
                             .await?;
+                        self.answer_bots(std::mem::take(&mut bots), chunk, &mut slots)
+                            .await?;
                         slots.push(self.set_scene(entities, *index).await?);
+                    }
+                    None if line.is_bot() => {
+                        bots.push((pos, line));
+                        slots.push(Slot::Pending);
                     }
                     None => {
                         tick.push((pos, line));
@@ -311,6 +322,7 @@ impl Remote {
             }
         }
         self.answer_tick(tick, chunk, &mut slots).await?;
+        self.answer_bots(bots, chunk, &mut slots).await?;
         Ok(slots)
     }
 

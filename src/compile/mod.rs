@@ -8,6 +8,7 @@ pub mod onion;
 pub mod patch;
 pub mod source_tree;
 mod tree;
+pub mod visibility;
 
 use crate::source::Q3Bsp;
 use crate::world::{WorldData, WorldInfo};
@@ -148,7 +149,9 @@ fn compile_model(
     world.shape_bevel_ranges = ranges;
     world.shape_bevels = shape_bevels;
     if model == 0 {
-        source_tree::collect(bsp, &mut world);
+        if source_tree::collect(bsp, &mut world) {
+            visibility::collect(bsp, &mut world);
+        }
         world.entities = bsp.entities.clone();
     } else {
         source_tree::single_leaf(&mut world);

@@ -78,6 +78,9 @@ pub fn clear(world: &mut WorldData) {
     world.source_leaves.clear();
     world.source_leaf_brushes.clear();
     world.source_leaf_patches.clear();
+    world.source_leaf_vis.clear();
+    world.visibility.clear();
+    world.area_portals.clear();
 }
 
 /// For each source index, the world index holding it (`u32::MAX`: none).

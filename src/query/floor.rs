@@ -1,15 +1,21 @@
-//! Floor grids: a box dropped onto the floor at every point of a grid over
-//! a rectangle of the map, what a navigation builder samples. Per cell: the
-//! height the box comes to rest at, the plane it rests on, whether a player
+//! Floor grids: a box (or any shape a trace takes: a swept shape or an
+//! onion hull) dropped onto the floor at every point of a grid over a
+//! rectangle of the map, what a navigation builder samples. Per cell: the
+//! height the shape comes to rest at, the plane it rests on, whether a player
 //! can stand there (the movement module's rule), the contents and surface
 //! flags met, whether Quake 3's standing and crouching player boxes fit
-//! there, and the step to each neighbour. Every drop is one box trace; the
-//! grid is answered in bands of rows, each band one batch on all cores.
+//! there, and the step to each neighbour. Every drop is one trace of the
+//! shape; the grid is answered in bands of rows, each band one batch on all
+//! cores.
 
+use super::{QueryError, ShapeLine};
 use crate::math::Vec3;
 use crate::movement::MIN_WALK_NORMAL;
 use crate::trace::checked_point;
-use crate::trace::{trace_queries, BatchOptions, InvalidTrace, Kernel, TraceQuery, TraceResult};
+use crate::trace::{
+    run_batch, trace_hull, trace_queries, BatchOptions, HullError, HullQuery, InvalidTrace, Kernel,
+    TraceQuery, TraceResult,
+};
 use serde::{Deserialize, Serialize};
 
 /// Quake 3's player box standing (`mins`, `maxs`)...
@@ -24,7 +30,7 @@ pub const MAX_FLOOR_CELLS: usize = 1 << 20;
 pub const BAND_CELLS: usize = 16_384;
 
 /// A floor grid request.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FloorRequest {
     /// The rectangle's corner with the smallest x and y ...
@@ -33,17 +39,25 @@ pub struct FloorRequest {
     pub to: [f32; 2],
     /// Grid spacing (units).
     pub spacing: f32,
-    /// The height the box is dropped from (its origin's z)...
+    /// The height the shape is dropped from (its origin's z)...
     pub top: f32,
     /// ... and the lowest it may fall to (default: the world's bottom).
     #[serde(default)]
     pub bottom: Option<f32>,
-    /// The dropped box (default: the standing player's).
+    /// The dropped box (default: the standing player's) ...
     #[serde(default)]
     pub mins: Option<[f32; 3]>,
     #[serde(default)]
     pub maxs: Option<[f32; 3]>,
-    /// Contents the box stops on (default: `MASK_PLAYERSOLID`).
+    /// ... or a swept shape (with `exact`, as a trace line takes them) ...
+    #[serde(default)]
+    pub shape: Option<ShapeLine>,
+    #[serde(default)]
+    pub exact: Option<bool>,
+    /// ... or an onion hull of the world, by name.
+    #[serde(default)]
+    pub hull: Option<String>,
+    /// Contents the shape stops on (default: `MASK_PLAYERSOLID`).
     #[serde(default)]
     pub mask: Option<u32>,
 }
@@ -61,6 +75,19 @@ pub enum FloorError {
     BottomAboveTop,
     #[error("{0}")]
     Trace(#[from] InvalidTrace),
+    /// The dropped shape, refused as a trace line's would be.
+    #[error("{0}")]
+    Shape(QueryError),
+}
+
+/// A hull the world does not have (or a move it refuses), as a grid's error.
+fn hull_error(e: HullError) -> FloorError {
+    match e {
+        HullError::Invalid(invalid) => FloorError::Trace(invalid),
+        unknown @ HullError::UnknownHull { .. } => {
+            FloorError::Shape(QueryError::UnknownHull(unknown.to_string()))
+        }
+    }
 }
 
 /// A checked grid: its size and the traces it makes.
@@ -72,15 +99,19 @@ pub struct FloorGrid {
     spacing: f32,
     top: f32,
     bottom: f32,
+    /// The drop from `from` (for a hull, the same move of its box) ...
     drop: TraceQuery,
+    /// ... made with this onion hull of the world.
+    hull: Option<String>,
     stand: TraceQuery,
     crouch: TraceQuery,
-    /// The dropped box's bottom (its `mins` z): a player's feet go there.
+    /// The dropped shape's bottom (its lowest point, `mins` z): a player's
+    /// feet go there.
     feet: f32,
 }
 
 /// One band of rows `first_row..first_row + rows` (cells row by row,
-/// x fastest). `floor` is the box origin's height at rest (`None`: it fell
+/// x fastest). `floor` is the shape origin's height at rest (`None`: it fell
 /// to `bottom` without meeting anything, or started in solid);
 /// `steps` per cell are the floor height differences to the neighbours
 /// east (+x), north (+y), west and south (`None` where one has no floor or
@@ -128,13 +159,13 @@ impl FloorRequest {
         if bottom >= self.top {
             return Err(FloorError::BottomAboveTop);
         }
-        let mins = Vec3::from_array(self.mins.unwrap_or(PLAYER_MINS));
-        let maxs = Vec3::from_array(self.maxs.unwrap_or(PLAYER_MAXS));
         let mask = self.mask.unwrap_or(crate::contents::MASK_PLAYERSOLID);
         // Every cell lies between the corners: checking them checks all.
         checked_point("to", Vec3::new(self.to[0], self.to[1], self.top))?;
         let at = Vec3::new(self.from[0], self.from[1], self.top);
         let low = Vec3::new(self.from[0], self.from[1], bottom);
+        let drop = self.dropped(world, at, low, mask)?;
+        let feet = drop.mins().z;
         Ok(FloorGrid {
             columns: columns as usize,
             rows: rows as usize,
@@ -142,7 +173,8 @@ impl FloorRequest {
             spacing: self.spacing,
             top: self.top,
             bottom,
-            drop: TraceQuery::boxed(at, low, mins, maxs, mask)?,
+            drop,
+            hull: self.hull.clone(),
             stand: TraceQuery::boxed(
                 at,
                 at,
@@ -157,8 +189,43 @@ impl FloorRequest {
                 Vec3::from_array(CROUCH_MAXS),
                 mask,
             )?,
-            feet: mins.z,
+            feet,
         })
+    }
+
+    /// The drop from `at` to `low`, of the shape the request names as a
+    /// trace line names it: `hull`, or `shape` (`exact`), or the box.
+    fn dropped(
+        &self,
+        world: &Kernel,
+        at: Vec3,
+        low: Vec3,
+        mask: u32,
+    ) -> Result<TraceQuery, FloorError> {
+        let boxed = self.mins.is_some() || self.maxs.is_some();
+        let shape = |e: QueryError| FloorError::Shape(e);
+        if let Some(name) = &self.hull {
+            if boxed || self.shape.is_some() || self.exact.is_some() {
+                return Err(shape(QueryError::HullWithShape));
+            }
+            let hull = HullQuery::new(world, name, at, low, mask).map_err(hull_error)?;
+            return Ok(hull.query().clone());
+        }
+        let exact = self.exact.unwrap_or(false);
+        if let Some(line) = &self.shape {
+            if boxed {
+                return Err(shape(QueryError::ShapeWithBox));
+            }
+            let invalid = |e: InvalidTrace| shape(QueryError::Invalid(e));
+            return TraceQuery::shaped(at, low, line.validate().map_err(invalid)?, mask)
+                .and_then(|q| q.with_exact(exact))
+                .map_err(invalid);
+        }
+        let mins = Vec3::from_array(self.mins.unwrap_or(PLAYER_MINS));
+        let maxs = Vec3::from_array(self.maxs.unwrap_or(PLAYER_MAXS));
+        TraceQuery::boxed(at, low, mins, maxs, mask)?
+            .with_exact(exact)
+            .map_err(|e| shape(QueryError::Invalid(e)))
     }
 }
 
@@ -175,7 +242,15 @@ impl FloorGrid {
         ]
     }
 
-    /// The drop at cell `(column, row)`: the box from `top` to `bottom`.
+    /// The onion hull every drop is made with, if any (see
+    /// [`FloorGrid::drop_query`]).
+    pub fn hull(&self) -> Option<&str> {
+        self.hull.as_deref()
+    }
+
+    /// The drop at cell `(column, row)`: the shape from `top` to `bottom`
+    /// (for a hull, the same move of its box: [`FloorGrid::hull`] names the
+    /// hull it is traced with).
     pub fn drop_query(&self, column: usize, row: usize) -> Result<TraceQuery, InvalidTrace> {
         let [x, y] = self.point(column, row);
         self.drop.moved(
@@ -186,7 +261,7 @@ impl FloorGrid {
     }
 
     /// Where a player's origin goes when their feet stand where the
-    /// dropped box's bottom rests (the box's origin at `rest`).
+    /// dropped shape's bottom rests (the shape's origin at `rest`).
     pub fn player_origin(&self, x: f32, y: f32, rest: f32) -> Vec3 {
         Vec3::new(x, y, rest + self.feet - PLAYER_MINS[2])
     }
@@ -204,14 +279,23 @@ impl FloorGrid {
         first: usize,
         count: usize,
         options: &BatchOptions,
-    ) -> Result<Vec<TraceResult>, InvalidTrace> {
+    ) -> Result<Vec<TraceResult>, FloorError> {
         let mut queries = Vec::with_capacity(count * self.columns);
         for row in first..(first + count).min(self.rows) {
             for column in 0..self.columns {
                 queries.push(self.drop_query(column, row)?);
             }
         }
-        Ok(trace_queries(world, &queries, options))
+        let Some(name) = &self.hull else {
+            return Ok(trace_queries(world, &queries, options));
+        };
+        let hulls = queries
+            .iter()
+            .map(|q| HullQuery::new(world, name, q.start(), q.end(), q.mask()).map_err(hull_error))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(run_batch(hulls.len(), options, |i, scratch| {
+            trace_hull(world, &hulls[i], scratch)
+        }))
     }
 
     /// Answers rows `first_row..` (one band, see [`FloorGrid::band_rows`]).
@@ -220,7 +304,7 @@ impl FloorGrid {
         world: &Kernel,
         first_row: usize,
         options: &BatchOptions,
-    ) -> Result<FloorBand, InvalidTrace> {
+    ) -> Result<FloorBand, FloorError> {
         let rows = self.band_rows().min(self.rows.saturating_sub(first_row));
         // One row either side as well, for the steps across the band's edges.
         let above = first_row.saturating_sub(1);
@@ -319,22 +403,42 @@ struct BandLine<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum FloorStreamError {
     #[error("{0}")]
-    Trace(#[from] InvalidTrace),
+    Grid(#[from] FloorError),
     #[error("encoding a floor line: {0}")]
     Encode(#[from] serde_json::Error),
 }
 
 impl FloorGrid {
+    /// The grid's bands in order, each handed to `send` as it is made with
+    /// the cells answered so far. Stops early when `send` returns false
+    /// (the reader went away): no band is made after that.
+    pub fn each_band(
+        &self,
+        world: &Kernel,
+        options: &BatchOptions,
+        mut send: impl FnMut(&FloorBand, usize) -> bool,
+    ) -> Result<(), FloorError> {
+        let mut row = 0;
+        while row < self.rows {
+            let band = self.band(world, row, options)?;
+            row += band.rows;
+            if !send(&band, row * self.columns) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// The answer's NDJSON lines (each ends in a newline), handed to `send`
-    /// one at a time as they are made: a header naming `world` and
-    /// `version`, then one line per band. Stops early when `send` returns
-    /// false (the reader went away).
+    /// one at a time as they are made with the cells each holds: a header
+    /// naming `world` and `version`, then one line per band. Stops early
+    /// when `send` returns false (the reader went away).
     pub fn stream(
         &self,
         world: &Kernel,
         (name, version): (&str, u64),
         options: &BatchOptions,
-        mut send: impl FnMut(Vec<u8>) -> bool,
+        mut send: impl FnMut(Vec<u8>, usize) -> bool,
     ) -> Result<(), FloorStreamError> {
         let header = Header {
             world: name,
@@ -344,24 +448,21 @@ impl FloorGrid {
             rows: self.rows,
             cells: self.cells(),
         };
-        if !send(line(&header)?) {
+        if !send(line(&header)?, 0) {
             return Ok(());
         }
-        let mut row = 0;
-        while row < self.rows {
-            let band = self.band(world, row, options)?;
-            row += band.rows;
-            let done = row * self.columns;
-            let total = self.cells();
-            if !send(line(&BandLine {
-                done,
-                total,
-                band: &band,
-            })?) {
-                return Ok(());
+        let total = self.cells();
+        let mut encoded = Ok(());
+        self.each_band(world, options, |band, done| {
+            match line(&BandLine { done, total, band }) {
+                Ok(bytes) => send(bytes, band.floor.len()),
+                Err(e) => {
+                    encoded = Err(e);
+                    false
+                }
             }
-        }
-        Ok(())
+        })?;
+        Ok(encoded?)
     }
 }
 

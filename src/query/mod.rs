@@ -83,6 +83,9 @@ pub struct QueryLine {
     /// A sight matrix (a bot line takes no other field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sight: Option<crate::bots::SightLine>,
+    /// A PVS request (a bot line takes no other field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvs: Option<crate::bots::PvsLine>,
     /// A walk test (a bot line takes no other field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk: Option<crate::bots::WalkLine>,
@@ -276,6 +279,9 @@ impl QueryLine {
     /// up in it (an unknown hull is an error of this line).
     pub fn request_in(&self, world: &crate::trace::Kernel) -> Result<Request, QueryError> {
         if let Some(bot) = self.bot() {
+            if let Ok(crate::bots::BotRequest::Pvs(p)) = &bot {
+                crate::bots::pvs::check_in(&world.world, p)?;
+            }
             return bot.map(Request::Bots);
         }
         if let Some(movement) = self.movement(Some(world)) {
@@ -340,9 +346,9 @@ impl QueryLine {
         pass_of(inner)
     }
 
-    /// Whether this is a bot line (`sight`, `walk`).
+    /// Whether this is a bot line (`sight`, `pvs`, `walk`).
     pub fn is_bot(&self) -> bool {
-        self.sight.is_some() || self.walk.is_some()
+        self.sight.is_some() || self.pvs.is_some() || self.walk.is_some()
     }
 
     /// For a bot line, what it asks (checked); it holds its one object and
@@ -354,13 +360,15 @@ impl QueryLine {
         }
         let alone = QueryLine {
             sight: self.sight.clone(),
+            pvs: self.pvs.clone(),
             walk: self.walk.clone(),
             ..QueryLine::default()
         } == *self;
         Some(
-            match (&self.sight, &self.walk) {
-                (Some(sight), None) if alone => sight.check().map(BotRequest::Sight),
-                (None, Some(walk)) if alone => walk.check().map(BotRequest::Walk),
+            match (&self.sight, &self.pvs, &self.walk) {
+                (Some(sight), None, None) if alone => sight.check().map(BotRequest::Sight),
+                (None, Some(pvs), None) if alone => pvs.check().map(BotRequest::Pvs),
+                (None, None, Some(walk)) if alone => walk.check().map(BotRequest::Walk),
                 _ => Err(crate::bots::BotsError::WithQuery),
             }
             .map_err(QueryError::from),
@@ -502,7 +510,7 @@ pub fn requests_in(
         .enumerate()
         .map(|(index, line)| {
             // (A movement line's hull is inside its object.)
-            if line.hull.is_some() || line.is_movement() {
+            if line.hull.is_some() || line.is_movement() || line.pvs.is_some() {
                 line.request_in(world)
             } else {
                 line.request_with(&mut last)

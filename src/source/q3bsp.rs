@@ -26,6 +26,7 @@ mod lump {
     pub const BRUSH_SIDES: usize = 9;
     pub const DRAW_VERTS: usize = 10;
     pub const SURFACES: usize = 13;
+    pub const VISIBILITY: usize = 16;
 }
 
 /// Surface type of a patch (a grid of biquadratic Bézier control points).
@@ -59,6 +60,9 @@ pub struct Node {
 #[derive(Debug, Clone, Copy)]
 pub struct Leaf {
     pub cluster: i32,
+    /// The leaf's area (-1: none, as in solid); read as the file has it,
+    /// checked where it is used.
+    pub area: i32,
     pub first_leaf_surface: u32,
     pub num_leaf_surfaces: u32,
     pub first_leaf_brush: u32,
@@ -117,6 +121,10 @@ pub struct Q3Bsp {
     /// Patch surfaces of every model, in surface order (a model's are those
     /// in its surface range).
     pub patches: Vec<Patch>,
+    /// The visibility lump as the file has it (cluster count, row length,
+    /// rows; empty when the map has no visibility data), checked where it
+    /// is used ([`crate::compile::visibility`]).
+    pub visibility: Vec<u8>,
 }
 
 /// True when the bytes start like an IBSP file (any version).
@@ -269,6 +277,7 @@ impl Q3Bsp {
             return Err(SourceError::NoWorldModel);
         }
         let patches = load_patches(&lumps, shaders.len())?;
+        let visibility = lumps.raw(lump::VISIBILITY).to_vec();
         Ok(Self {
             entities,
             shaders,
@@ -281,6 +290,7 @@ impl Q3Bsp {
             brushes,
             brush_sides,
             patches,
+            visibility,
         })
     }
 
@@ -435,6 +445,7 @@ fn load_leafs(
             )?;
             Ok(Leaf {
                 cluster: read_i32(r, 0),
+                area: read_i32(r, 4),
                 first_leaf_surface,
                 num_leaf_surfaces,
                 first_leaf_brush,

@@ -31,7 +31,8 @@ use tonic::server::NamedService;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Code, Request, Response, Status, Streaming};
 
-mod bots;
+pub mod bots;
+mod floor;
 
 const TRANSPORT: &str = "grpc";
 
@@ -691,6 +692,29 @@ impl Collision for GrpcCollision {
         request: Request<pb::SightRequest>,
     ) -> Result<Response<pb::SightResponse>, Status> {
         self.0.sight(request.into_inner()).await.map(Response::new)
+    }
+
+    async fn pvs(
+        &self,
+        request: Request<pb::PvsRequest>,
+    ) -> Result<Response<pb::PvsResponse>, Status> {
+        self.0.pvs(request.into_inner()).await.map(Response::new)
+    }
+
+    async fn walk(
+        &self,
+        request: Request<pb::WalkRequest>,
+    ) -> Result<Response<pb::WalkResponse>, Status> {
+        self.0.walk(request.into_inner()).await.map(Response::new)
+    }
+
+    type FloorStream = BoxStream<pb::FloorChunk>;
+
+    async fn floor(
+        &self,
+        request: Request<pb::FloorRequest>,
+    ) -> Result<Response<Self::FloorStream>, Status> {
+        self.0.floor(request.into_inner()).map(Response::new)
     }
 
     async fn trace(

@@ -8,7 +8,7 @@
 //! | 8 | 4 | format version (u32, currently 2; this build reads only 2) |
 //! | 12 | 4 | header length (u32, 64) |
 //! | 16 | 4 | section count (u32, at most [`MAX_SECTIONS`]) |
-//! | 20 | 4 | flags (u32; bit 0: patches compiled in; bit 1: shape bevel sections present; bit 2: source tree sections present) |
+//! | 20 | 4 | flags (u32; bit 0: patches compiled in; bit 1: shape bevel sections present; bit 2: source tree sections present; bit 3: visibility sections present) |
 //! | 24 | 8 | file length in bytes (u64) |
 //! | 32 | 8 | checksum: xxh3-64 (seed 0) of bytes `64..file length` (u64) |
 //! | 40 | 24 | reserved, zero |
@@ -128,6 +128,29 @@
 //! ([`FLAG_SOURCE_TREE`]) says whether they are there, all four or none; a
 //! file without them loads and answers those cases from its own tree, and
 //! builds that predate them reject a file with them (unknown kind).
+//!
+//! ## Visibility (optional sections 38–40)
+//!
+//! | kind | name | record |
+//! |---|---|---|
+//! | 38 | `source_leaf_vis` | [`super::LeafVis`] (8 bytes: `cluster`, `area` i32), one per source leaf |
+//! | 39 | `visibility` | byte: the map's visibility data (cluster count i32, row length i32, the rows), empty when the map has none |
+//! | 40 | `area_portals` | [`super::AreaPortal`] (16 bytes: two areas i32, entity u32, model u32) |
+//!
+//! What potentially-visible-set queries read (see
+//! [`super::SourceTree::visibility`]): each source leaf's cluster and area,
+//! which clusters each cluster may see, and the area portals (the movers
+//! that join two areas, see [`super::vis`]). Header flag bit 3
+//! ([`FLAG_VISIBILITY`]) says whether they are there, all three or none, and
+//! only with the source tree. Additive like the source tree: the version
+//! stays 2, a file without them (written before they existed) loads and
+//! answers everything but those queries, which it refuses as having no
+//! visibility data; builds that predate them reject a file with them
+//! (unknown kind). The loader checks one record per source leaf, clusters
+//! in `-1..count` (any cluster when the map has no visibility data),
+//! areas in `-1..leaves`, that the rows fill the section exactly, each
+//! long enough for every cluster's bit, and that each portal joins two
+//! different areas that leaves have.
 
 use super::{
     Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World, WorldData,
@@ -151,6 +174,8 @@ pub const FLAG_CURVES: u32 = 1;
 pub const FLAG_SHAPE_BEVELS: u32 = 2;
 /// The optional source-tree sections are present.
 pub const FLAG_SOURCE_TREE: u32 = 4;
+/// The optional visibility sections are present.
+pub const FLAG_VISIBILITY: u32 = 8;
 
 /// The kinds of section, with their numbers in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,6 +205,9 @@ pub enum SectionKind {
     SourceLeaves = 35,
     SourceLeafBrushes = 36,
     SourceLeafPatches = 37,
+    SourceLeafVis = 38,
+    Visibility = 39,
+    AreaPortals = 40,
 }
 
 /// The sections every file has.
@@ -211,6 +239,12 @@ pub const HULL_SECTIONS: [SectionKind; 4] = [
 /// Sections a file may leave out.
 pub const OPTIONAL_SECTIONS: [SectionKind; 2] =
     [SectionKind::ShapeBevelRanges, SectionKind::ShapeBevels];
+/// The visibility sections: all three present, or none.
+pub const VISIBILITY_SECTIONS: [SectionKind; 3] = [
+    SectionKind::SourceLeafVis,
+    SectionKind::Visibility,
+    SectionKind::AreaPortals,
+];
 /// The source-tree sections: all four present, or none.
 pub const SOURCE_TREE_SECTIONS: [SectionKind; 4] = [
     SectionKind::SourceNodes,
@@ -226,6 +260,7 @@ impl SectionKind {
             .chain(HULL_SECTIONS.iter())
             .chain(&OPTIONAL_SECTIONS)
             .chain(&SOURCE_TREE_SECTIONS)
+            .chain(&VISIBILITY_SECTIONS)
             .copied()
             .find(|k| *k as u32 == v)
     }
@@ -256,6 +291,9 @@ impl SectionKind {
             SectionKind::SourceLeaves => "source_leaves",
             SectionKind::SourceLeafBrushes => "source_leaf_brushes",
             SectionKind::SourceLeafPatches => "source_leaf_patches",
+            SectionKind::SourceLeafVis => "source_leaf_vis",
+            SectionKind::Visibility => "visibility",
+            SectionKind::AreaPortals => "area_portals",
         }
     }
 
@@ -263,7 +301,12 @@ impl SectionKind {
     pub fn record_size(self) -> usize {
         use std::mem::size_of;
         match self {
-            SectionKind::Meta | SectionKind::Entities | SectionKind::Models => 1,
+            SectionKind::Meta
+            | SectionKind::Entities
+            | SectionKind::Models
+            | SectionKind::Visibility => 1,
+            SectionKind::SourceLeafVis => size_of::<super::LeafVis>(),
+            SectionKind::AreaPortals => size_of::<super::AreaPortal>(),
             SectionKind::Planes => size_of::<Plane>(),
             SectionKind::Brushes => size_of::<Brush>(),
             SectionKind::BrushSides => size_of::<BrushSide>(),
@@ -502,6 +545,7 @@ pub fn parse_layout(bytes: &[u8], verify_checksum: bool) -> Result<Layout, Forma
     for (flag, kinds, what) in [
         (FLAG_SHAPE_BEVELS, &OPTIONAL_SECTIONS[..], "shape-bevel"),
         (FLAG_SOURCE_TREE, &SOURCE_TREE_SECTIONS[..], "source-tree"),
+        (FLAG_VISIBILITY, &VISIBILITY_SECTIONS[..], "visibility"),
     ] {
         let flagged = flags & flag != 0;
         for &kind in kinds {
@@ -685,6 +729,9 @@ pub fn view<'a>(
             leaves: section(bytes, layout, SectionKind::SourceLeaves)?,
             leaf_brushes: section(bytes, layout, SectionKind::SourceLeafBrushes)?,
             leaf_patches: section(bytes, layout, SectionKind::SourceLeafPatches)?,
+            leaf_vis: section(bytes, layout, SectionKind::SourceLeafVis)?,
+            visibility: &bytes[layout.range(SectionKind::Visibility)],
+            area_portals: section(bytes, layout, SectionKind::AreaPortals)?,
         },
     })
 }
@@ -822,6 +869,26 @@ pub fn write_with_models(world: &WorldData, models: &[Vec<u8>]) -> Vec<u8> {
             bytemuck::cast_slice(&world.shape_bevels),
         ));
     }
+    // Written before the source tree's, which some tools expect last.
+    if !world.source_leaf_vis.is_empty() {
+        bodies.extend([
+            (
+                SectionKind::SourceLeafVis,
+                world.source_leaf_vis.len(),
+                bytemuck::cast_slice(&world.source_leaf_vis),
+            ),
+            (
+                SectionKind::Visibility,
+                world.visibility.len(),
+                &world.visibility[..],
+            ),
+            (
+                SectionKind::AreaPortals,
+                world.area_portals.len(),
+                bytemuck::cast_slice(&world.area_portals),
+            ),
+        ]);
+    }
     if !world.source_leaves.is_empty() {
         bodies.extend([
             (
@@ -868,6 +935,9 @@ pub fn write_with_models(world: &WorldData, models: &[Vec<u8>]) -> Vec<u8> {
     }
     if !world.source_leaves.is_empty() {
         flags |= FLAG_SOURCE_TREE;
+    }
+    if !world.source_leaf_vis.is_empty() {
+        flags |= FLAG_VISIBILITY;
     }
     out[20..24].copy_from_slice(&flags.to_le_bytes());
     let len = out.len() as u64;

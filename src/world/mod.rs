@@ -6,6 +6,7 @@
 pub mod bevels;
 pub mod format;
 pub mod validate;
+pub mod vis;
 
 use crate::math::Vec3;
 pub use bevels::{BevelRange, ShapeBevel};
@@ -110,6 +111,30 @@ pub struct Leaf {
     pub first_patch: u32,
     pub num_patches: u32,
 }
+
+/// What potentially-visible-set queries read of one leaf of the source's
+/// tree: its cluster (a row and a column of the visibility data) and its
+/// area; -1 for none (a leaf in solid, or in the void around the map).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq, Eq)]
+pub struct LeafVis {
+    pub cluster: i32,
+    pub area: i32,
+}
+const _: () = assert!(std::mem::size_of::<LeafVis>() == 8);
+
+/// An area portal: a mover (a door) whose bounds join two areas, so that
+/// the areas are connected while it is open (see [`vis`]).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable, PartialEq, Eq)]
+pub struct AreaPortal {
+    pub areas: [i32; 2],
+    /// The entity's index in the map's entity lump.
+    pub entity: u32,
+    /// Its inline model `*model`.
+    pub model: u32,
+}
+const _: () = assert!(std::mem::size_of::<AreaPortal>() == 16);
 
 /// One patch surface's collision geometry: facets over a shared plane list.
 #[repr(C)]
@@ -262,6 +287,12 @@ pub struct WorldData {
     pub source_leaves: Vec<Leaf>,
     pub source_leaf_brushes: Vec<u32>,
     pub source_leaf_patches: Vec<u32>,
+    /// Per source leaf, its cluster and area (empty: the world has no
+    /// potentially-visible-set data), and the map's visibility data (see
+    /// [`SourceTree::visibility`]).
+    pub source_leaf_vis: Vec<LeafVis>,
+    pub visibility: Vec<u8>,
+    pub area_portals: Vec<AreaPortal>,
     /// The map's inline models `*1`…`*N` (doors, platforms, triggers), each
     /// a world of its own in the model's local coordinates (a scene places
     /// them); empty in a model.
@@ -297,6 +328,9 @@ impl WorldData {
                 leaves: &self.source_leaves,
                 leaf_brushes: &self.source_leaf_brushes,
                 leaf_patches: &self.source_leaf_patches,
+                leaf_vis: &self.source_leaf_vis,
+                visibility: &self.visibility,
+                area_portals: &self.area_portals,
             },
         }
     }
@@ -355,6 +389,16 @@ pub struct SourceTree<'a> {
     pub leaves: &'a [Leaf],
     pub leaf_brushes: &'a [u32],
     pub leaf_patches: &'a [u32],
+    /// Per leaf, its cluster and area; empty when the world was compiled
+    /// without them (then it answers no potentially-visible-set query).
+    pub leaf_vis: &'a [LeafVis],
+    /// The map's visibility data as its file has it: cluster count (i32),
+    /// row length in bytes (i32), then one row per cluster, bit `c` of row
+    /// `r` set when cluster `c` is potentially visible from cluster `r`.
+    /// Empty when the map has none (every cluster sees every other).
+    pub visibility: &'a [u8],
+    /// The map's area portals, in entity order.
+    pub area_portals: &'a [AreaPortal],
 }
 
 impl SourceTree<'_> {

@@ -89,6 +89,7 @@ pub fn validate(world: &World) -> Result<(), FormatError> {
         world.planes.len(),
     )?;
     validate_source_tree(world)?;
+    super::vis::check(&world.source).map_err(invalid)?;
     for (i, p) in world.patch_planes.iter().enumerate() {
         if !p.plane.iter().all(|v| v.is_finite()) {
             return Err(invalid(format!("patch plane {i} is not finite")));

@@ -553,3 +553,212 @@ fn walks_over_http_equal_the_library() {
         "{reply}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn walks_over_grpc_equal_the_library() {
+    use bspq::bots::{walk, WalkLine};
+    use bspq::proto::v1 as pb;
+    use bspq::transport::grpc::bots::{walk_answers, walk_message};
+    use common::server::TestServer;
+    let server = TestServer::start(None, bspq::service::Limits::default());
+    let mut client = server.collision().await;
+    let world = load_world("q3dm6ish", true);
+    let from = standing_at(&world, Vec3::new(592.0, -60.0, 0.0)).expect("the stairs' foot");
+    let from = from.to_array().map(f64::from);
+    let walks = [
+        WalkLine {
+            from,
+            to: [800.0, -60.0, 0.0],
+            ..Default::default()
+        },
+        WalkLine {
+            from,
+            to: [592.0, 300.0, -40.0],
+            jump: Some(true),
+            ..Default::default()
+        },
+        // Every setting given, a crouching box (one side of it).
+        WalkLine {
+            from,
+            to: [592.0, 140.0, -40.0],
+            speed: Some(200.0),
+            maxs: Some([15.0, 15.0, 16.0]),
+            mask: Some(1),
+            frametime: Some(0.025),
+            gravity: Some(600),
+            ticks: Some(300),
+            radius: Some(24.0),
+            height: Some(20.0),
+            fall: Some(64.0),
+            ..Default::default()
+        },
+    ];
+    let reply = client
+        .walk(pb::WalkRequest {
+            world: "q3dm6ish".into(),
+            walks: walks.iter().map(walk_message).collect(),
+            scene: None,
+        })
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(reply.world, "q3dm6ish");
+    assert_eq!(
+        reply.source_hash,
+        format!("{:016x}", world.view().info.source_hash)
+    );
+    let got = walk_answers(&reply).expect("one answer per walk");
+    let mut scratch = Scratch::new();
+    let expected: Vec<_> = walks
+        .iter()
+        .map(|line| walk(&world.view(), &line.check().unwrap(), &mut scratch))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(got.iter().any(|w| w.reached) && got.iter().any(|w| !w.reached));
+    // A box entity in the way (a body: the player mask stops on it) blocks
+    // the first walk, unless the walker is that entity.
+    let in_the_way = pb::Scene {
+        entities: vec![pb::SceneEntity {
+            id: 4,
+            shape: Some(pb::scene_entity::Shape::Box(pb::Box {
+                mins: Some(pb::Vec3 {
+                    x: -16.0,
+                    y: -64.0,
+                    z: -64.0,
+                }),
+                maxs: Some(pb::Vec3 {
+                    x: 16.0,
+                    y: 64.0,
+                    z: 64.0,
+                }),
+            })),
+            origin: Some(pb::Vec3 {
+                x: 660.0,
+                y: -60.0,
+                z: 0.0,
+            }),
+            ..Default::default()
+        }],
+    };
+    let first = walks[0].clone();
+    let passing = WalkLine {
+        pass: Some(4),
+        ..first.clone()
+    };
+    let reply = client
+        .walk(pb::WalkRequest {
+            world: "q3dm6ish".into(),
+            walks: vec![walk_message(&first), walk_message(&passing)],
+            scene: Some(in_the_way),
+        })
+        .await
+        .expect("answered")
+        .into_inner();
+    let got = walk_answers(&reply).expect("one answer per walk");
+    assert!(!got[0].reached, "{:?}", got[0]);
+    assert_eq!(got[1], expected[0], "the walker's own box is passed over");
+    // A bad walk rejects the call, naming it.
+    let refused = client
+        .walk(pb::WalkRequest {
+            world: "q3dm6ish".into(),
+            walks: vec![
+                walk_message(&first),
+                walk_message(&WalkLine {
+                    ticks: Some(0),
+                    ..first.clone()
+                }),
+            ],
+            scene: None,
+        })
+        .await
+        .expect_err("bad ticks");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    let body: serde_json::Value = serde_json::from_str(refused.message()).expect("JSON");
+    assert_eq!(body["error"]["code"], "bad_ticks");
+    assert_eq!(body["error"]["query_index"], 1);
+}
+
+/// `bspq trace --server` answers bot lines (sight matrices and walks, in
+/// and out of scenes, good and bad) over gRPC with the same output, byte
+/// for byte, and the same exit status as offline `bspq trace`.
+#[test]
+fn bot_lines_over_a_server_equal_offline() {
+    use common::server::TestServer;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let server = TestServer::start(None, bspq::service::Limits::default());
+    let (_, points, eyes) = bundled_points(11, 9);
+    let (_, _, targets) = bundled_points(12, 7);
+    // A box between two eyes that see each other.
+    let between = serde_json::json!({"entities": [{"id": 5, "box": {"mins": [-40, -40, -40], "maxs": [40, 40, 40]},
+        "origin": ((points[0] + points[7]) * 0.5).to_array()}]});
+    let walk = r#"{"walk":{"from":[592,-60,-39.875],"to":[720,-60,40]}}"#;
+    let lines = [
+        serde_json::json!({"sight": {"eyes": eyes, "targets": targets}}).to_string(),
+        serde_json::json!({"sight": {"eyes": eyes, "mask": MASK_SHOT}}).to_string(),
+        serde_json::json!({"sight": {"eyes": eyes, "targets": []}}).to_string(),
+        r#"{"start":[-600,-50,50],"end":[-600,-50,-500]}"#.into(),
+        walk.into(),
+        r#"{"walk":{"from":[592,-60,-39.875],"to":[592,300,-40],"jump":true}}"#.into(),
+        r#"{"walk":{"from":[592,-60,-39.875],"to":[592,140,-40],"speed":200,"maxs":[15,15,16],"mask":1,"frametime":0.025,"gravity":600,"ticks":300,"radius":24,"height":20,"fall":64}}"#.into(),
+        r#"{"walk":{"from":[592,-60,-39.875],"to":[720,-60,40],"ticks":0}}"#.into(),
+        r#"{"walk":{"from":[592,-60,-39.875],"to":[720,-60,40],"speed":-1}}"#.into(),
+        r#"{"sight":{"eyes":[[0,0,0],[0,0,1e9]]}}"#.into(),
+        r#"{"sight":{"eyes":[[0,0,0]]},"start":[0,0,0]}"#.into(),
+        // A box in the first walk's way, and the walker that is that box.
+        r#"{"entities":[{"id":4,"box":{"mins":[-16,-64,-64],"maxs":[16,64,64]},"origin":[660,-60,0]}]}"#.into(),
+        walk.into(),
+        r#"{"walk":{"from":[592,-60,-39.875],"to":[720,-60,40],"pass":4}}"#.into(),
+        between.to_string(),
+        serde_json::json!({"sight": {"eyes": eyes, "mask": MASK_SHOT}}).to_string(),
+        r#"{"start":[592,-60,0],"end":[720,-60,0],"mask":33554433}"#.into(),
+        r#"{"entities":[]}"#.into(),
+        walk.into(),
+    ];
+    let input = lines.join("\n") + "\n";
+    let trace = |args: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+            .arg("trace")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("bspq runs");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("input");
+        let out = child.wait_with_output().expect("bspq ends");
+        (
+            out.status.code(),
+            String::from_utf8(out.stdout).expect("utf-8"),
+        )
+    };
+    let map = common::map_path("q3dm6ish");
+    let offline = trace(&["--world", map.to_str().expect("utf-8")]);
+    let remote = trace(&["--server", &server.grpc_url(), "--world", "q3dm6ish"]);
+    assert_eq!(remote, offline);
+    let answers: Vec<serde_json::Value> = offline
+        .1
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(answers.len(), lines.len());
+    assert_eq!(offline.0, Some(1), "the bad lines fail the run");
+    // What the comparison covers: answers of every kind and the errors.
+    assert_eq!(answers[2]["visible"], serde_json::json!(vec![""; 9]));
+    assert_eq!(answers[4]["reached"], true);
+    assert_eq!(answers[7]["error"]["code"], "bad_ticks");
+    assert_eq!(answers[8]["error"]["code"], "bad_setting");
+    assert_eq!(answers[9]["error"]["code"], "bad_coordinate");
+    assert_eq!(answers[10]["error"]["code"], "mixed_query");
+    assert_eq!(answers[12]["reached"], false, "the box blocks the walk");
+    assert_eq!(answers[13], answers[4], "the walker passes its own box");
+    let sees_7 = |answer: &serde_json::Value| answer["visible"][0].as_str().unwrap().as_bytes()[7];
+    assert_eq!(sees_7(&answers[1]), b'1', "eyes 0 and 7 see each other");
+    assert_eq!(sees_7(&answers[15]), b'0', "the box hides eye 7");
+    assert_eq!(answers[18], answers[4]);
+}

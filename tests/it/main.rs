@@ -27,6 +27,7 @@ mod mesh_obj;
 mod movement;
 mod onion;
 mod properties;
+mod pvs;
 mod robustness;
 mod scene;
 mod server_abuse;

@@ -509,7 +509,9 @@ fn worlds_without_bevel_sections_load_and_bad_ones_are_rejected() {
     let layout = format::parse_layout(&bare_file, true).expect("layout");
     assert_eq!(
         layout.sections.len(),
-        format::ALL_SECTIONS.len() + format::SOURCE_TREE_SECTIONS.len()
+        format::ALL_SECTIONS.len()
+            + format::SOURCE_TREE_SECTIONS.len()
+            + format::VISIBILITY_SECTIONS.len()
     );
     assert!(!layout
         .sections

@@ -64,12 +64,13 @@ fn a_file_round_trips_and_records_its_origin() {
     let layout = loaded.file_layout().expect("a file layout");
     assert_eq!(layout.version, format::FORMAT_VERSION);
     // Compiled with the default shape bevels and from a source with a tree:
-    // both optional sections and the source tree's too.
+    // both optional sections, the source tree's and the visibility's too.
     assert_eq!(
         layout.sections.len(),
         format::ALL_SECTIONS.len()
             + format::OPTIONAL_SECTIONS.len()
             + format::SOURCE_TREE_SECTIONS.len()
+            + format::VISIBILITY_SECTIONS.len()
     );
     let (world, built) = (
         loaded.view(),
@@ -81,6 +82,10 @@ fn a_file_round_trips_and_records_its_origin() {
     assert_eq!(world.source.leaf_brushes, &built.source_leaf_brushes[..]);
     assert_eq!(world.source.leaf_patches, &built.source_leaf_patches[..]);
     assert!(!world.source.leaf_patches.is_empty(), "oa_ctf2 has patches");
+    assert_eq!(world.source.leaf_vis, &built.source_leaf_vis[..]);
+    assert_eq!(world.source.visibility, &built.visibility[..]);
+    assert_eq!(world.source.area_portals, &built.area_portals[..]);
+    assert_eq!(world.source.leaf_vis.len(), world.source.leaves.len());
 }
 
 #[test]

@@ -1,11 +1,12 @@
-//! The bot routes: `POST /v1/worlds/{name}/sight` (and the PVS and walk
-//! routes), thin handlers over the service's bot calls.
+//! The bot routes: `POST /v1/worlds/{name}/sight`, `…/pvs` and `…/walk`,
+//! thin handlers over the service's bot calls.
 
 use super::{
     body_bytes, parse_batch, parses_as, refuse_announced_oversize, run_work, ApiError, HttpState,
     WorldName, TRANSPORT,
 };
-use crate::bots::{SightLine, WalkAnswer, WalkLine};
+use crate::bots::pvs::{PointLeaf, PortalInfo};
+use crate::bots::{PvsLine, SightLine, WalkAnswer, WalkLine};
 use crate::query::EntityLine;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -26,6 +27,7 @@ pub(super) fn routes(body_max: usize) -> Router<HttpState> {
     };
     Router::new()
         .route("/v1/worlds/{name}/sight", route(post(sight_post)))
+        .route("/v1/worlds/{name}/pvs", route(post(pvs_post)))
         .route("/v1/worlds/{name}/walk", route(post(walk_post)))
 }
 
@@ -75,6 +77,48 @@ async fn sight_post(
         version: answer.version,
         source_hash: answer.source_hash,
         visible: answer.answer.rows(),
+    })
+    .into_response())
+}
+
+#[derive(Serialize)]
+struct PvsReply {
+    world: String,
+    version: u64,
+    source_hash: String,
+    points: Vec<PointLeaf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    targets: Option<Vec<PointLeaf>>,
+    visible: Vec<String>,
+    vised: bool,
+    areas: usize,
+    portals: Vec<PortalInfo>,
+}
+
+async fn pvs_post(
+    State(state): State<HttpState>,
+    WorldName(name): WorldName,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(body, state.service.limits.max_body_bytes)?;
+    let line: PvsLine = parse_batch(&body, &[])?;
+    let pairs = (line.points.len())
+        .saturating_mul(line.targets.as_ref().map_or(line.points.len(), Vec::len));
+    let answer = run_work(&state, "pvs", Some(pairs), move |s| s.pvs(&name, &line)).await?;
+    state
+        .metrics
+        .count_batch(&answer.world, "pvs", TRANSPORT, pairs);
+    let pvs = answer.answer;
+    Ok(Json(PvsReply {
+        world: answer.world,
+        version: answer.version,
+        source_hash: answer.source_hash,
+        visible: pvs.matrix.rows(),
+        points: pvs.points,
+        targets: pvs.targets,
+        vised: pvs.vised,
+        areas: pvs.areas,
+        portals: pvs.portals,
     })
     .into_response())
 }

@@ -2,7 +2,8 @@
 //! header line, then one line per band of rows with the progress so far).
 //! The grid is checked before the answer starts, so a bad request gets an
 //! error status; the bands are made on the blocking pool, one band's
-//! traces counted against the server's in-flight budget until the end.
+//! traces counted against the server's in-flight budget until the end. A
+//! reader that goes away stops the work (no band is made after it).
 
 use super::{body_bytes, ApiError, HttpState, WorldName, TRANSPORT};
 use crate::query::floor::FloorRequest;
@@ -26,19 +27,23 @@ pub(super) async fn post_floor(
     let request: FloorRequest = serde_json::from_slice(&body)
         .map_err(|e| ServiceError::Malformed(format!("invalid floor request: {e}")))?;
     let job = state.service.floor_job(&name, &request)?;
-    // A band's traces are what the job holds at once: its drops (and the
-    // rows either side) and two fits per cell.
-    let grid = &job.grid;
-    let held = (grid.band_rows() + 2).min(grid.rows + 2) * grid.columns * 3;
-    let admitted = state.service.admission.admit(held)?;
+    let admitted = state.service.admission.admit(job.held_traces())?;
     state
         .metrics
         .count_request(&job.version.name, "floor", TRANSPORT);
+    // Cells count as queries as their bands are made.
+    let cells = state
+        .metrics
+        .queries
+        .with_label_values(&[&job.version.name, "floor", TRANSPORT]);
     let (sender, receiver) =
         tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(BANDS_AHEAD);
     tokio::task::spawn_blocking(move || {
         let _admitted = admitted;
-        let result = job.run(|line| sender.blocking_send(Ok(line)).is_ok());
+        let result = job.run(|line, count| {
+            cells.inc_by(count as u64);
+            sender.blocking_send(Ok(line)).is_ok()
+        });
         if let Err(e) = result {
             // The status is sent: the error ends the stream as its last line.
             let _ = sender.blocking_send(Ok(format!("{}\n", e.to_json()).into_bytes()));
