@@ -146,10 +146,10 @@ impl Broadphase {
 
     /// The slab of `p` along each axis.
     #[inline(always)]
-    fn slab_of(&self, p: Vec3) -> [usize; 3] {
+    fn slab_of(&self, p: impl Into<Vec3A>) -> [usize; 3] {
         // (`max` and `min` first: the sum stays below 2²⁴, its low bits
         // the rounded slab.)
-        let biased = ((Vec3A::from(p) - self.origin) * self.scale)
+        let biased = ((p.into() - self.origin) * self.scale)
             .max(Vec3A::ZERO)
             .min(self.last)
             + Vec3A::splat(ROUNDING_BIAS);
@@ -203,6 +203,20 @@ impl Broadphase {
         ControlFlow::Continue(())
     }
 
+    /// The entities whose slabs `lo..hi` meets, from the tables alone:
+    /// `None` when there is none (most moves), which is all a move that
+    /// meets no entity pays. [`Broadphase::visit_bits`] then tests a small
+    /// scene's candidates' bounds; a large scene's are found again by
+    /// [`Broadphase::meeting`].
+    #[inline(always)]
+    pub(super) fn candidates(&self, lo: Vec3A, hi: Vec3A) -> Option<Candidates> {
+        if let Some(small) = &self.small {
+            let found = self.small_bits(small, lo, hi);
+            return (found != 0).then_some(Candidates::Small(found));
+        }
+        (!self.bounds.is_empty()).then_some(Candidates::Large)
+    }
+
     /// [`Broadphase::meeting`] in a small scene's tables.
     #[inline(always)]
     fn meeting_small<B>(
@@ -210,20 +224,38 @@ impl Broadphase {
         small: &SmallSlabs,
         lo: Vec3,
         hi: Vec3,
-        mut visit: impl FnMut(usize) -> ControlFlow<B>,
+        visit: impl FnMut(usize) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
+        let (lo, hi) = (lo.into(), hi.into());
+        self.visit_bits(self.small_bits(small, lo, hi), lo, hi, visit)
+    }
+
+    /// A small scene's entities whose slabs meet `lo..hi`'s, as bits.
+    #[inline(always)]
+    fn small_bits(&self, small: &SmallSlabs, lo: Vec3A, hi: Vec3A) -> u128 {
         // Slabs are below `MAX_SLABS`, a power of two: the mask keeps the
         // index in the row without a bounds check and changes nothing.
         let slab = |p| self.slab_of(p).map(|k| k & (MAX_SLABS as usize - 1));
         let (l, h) = (slab(lo), slab(hi));
         let [x, y, z] = &small.slabs;
-        let mut found = x[h[0]].starting
+        x[h[0]].starting
             & y[h[1]].starting
             & z[h[2]].starting
             & x[l[0]].ending
             & y[l[1]].ending
-            & z[l[2]].ending;
-        let (qlo, qhi) = (Vec3A::from(lo), Vec3A::from(hi));
+            & z[l[2]].ending
+    }
+
+    /// Calls `visit` with each entity of `found` (bit `i`: entity `i`)
+    /// whose bounds meet `lo..hi`, in scene order, until it breaks.
+    #[inline(always)]
+    pub(super) fn visit_bits<B>(
+        &self,
+        mut found: u128,
+        qlo: Vec3A,
+        qhi: Vec3A,
+        mut visit: impl FnMut(usize) -> ControlFlow<B>,
+    ) -> ControlFlow<B> {
         while found != 0 {
             let i = found.trailing_zeros() as usize;
             found &= found - 1;
@@ -235,6 +267,15 @@ impl Broadphase {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// What [`Broadphase::candidates`] found.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Candidates {
+    /// A small scene's candidates, bit `i` for entity `i` (never 0).
+    Small(u128),
+    /// A large scene's: [`Broadphase::meeting`] finds them.
+    Large,
 }
 
 #[cfg(test)]
@@ -302,6 +343,24 @@ mod tests {
                     ControlFlow::<()>::Continue(())
                 });
                 assert_eq!(by_general, scan, "case {case}: {lo} {hi}, general");
+                // A trace's way: the tables' candidates, then their bounds.
+                let (qlo, qhi) = (Vec3A::from(lo), Vec3A::from(hi));
+                let mut by_candidates = Vec::new();
+                match broadphase.candidates(qlo, qhi) {
+                    None => {}
+                    Some(Candidates::Small(bits)) => {
+                        let _ = broadphase.visit_bits(bits, qlo, qhi, |i| {
+                            by_candidates.push(i);
+                            ControlFlow::<()>::Continue(())
+                        });
+                    }
+                    Some(Candidates::Large) => {
+                        // (Found again in full, by `meeting`.)
+                        assert!(!small, "case {case}");
+                        by_candidates.clone_from(&by_general)
+                    }
+                }
+                assert_eq!(by_candidates, scan, "case {case}: {lo} {hi}, candidates");
                 met += scan.len();
             }
         }

@@ -41,9 +41,10 @@ use crate::map::{LoadError, Map};
 use crate::margins::ENTITY_STOP_MARGIN;
 use crate::math::Vec3;
 use crate::trace::{
-    checked_point, InvalidTrace, Kernel, LoneBrush, Scratch, TraceQuery, TraceResult,
+    checked_point, BoxSweep, InvalidTrace, Kernel, LoneBrush, Scratch, TraceQuery, TraceResult,
 };
-use broadphase::Broadphase;
+use broadphase::{Broadphase, Candidates};
+use glam::Vec3A;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use thiserror::Error;
@@ -196,7 +197,7 @@ struct Placed<'m> {
     id: u32,
     owner: u32,
     contents: u32,
-    origin: Vec3,
+    origin: Vec3A,
     target: Target<'m>,
     /// The target's one brush, when it has one only (a box; most models):
     /// rays and boxes are clipped against it directly.
@@ -204,8 +205,8 @@ struct Placed<'m> {
     /// Into the model's frame (models with angles only).
     rotation: Option<Rotation>,
     /// World-frame bounds, grown by one unit.
-    absmin: Vec3,
-    absmax: Vec3,
+    absmin: Vec3A,
+    absmax: Vec3A,
 }
 
 #[derive(Debug)]
@@ -234,7 +235,10 @@ impl<'m> PlacedScene<'m> {
             .enumerate()
             .map(|(index, e)| place(map, index, e))
             .collect::<Result<_, _>>()?;
-        let bounds: Vec<(Vec3, Vec3)> = entities.iter().map(|e| (e.absmin, e.absmax)).collect();
+        let bounds: Vec<(Vec3, Vec3)> = entities
+            .iter()
+            .map(|e| (e.absmin.into(), e.absmax.into()))
+            .collect();
         let ids = entities
             .iter()
             .map(|e| e.id as usize + 1)
@@ -298,8 +302,13 @@ impl<'m> PlacedScene<'m> {
         pass: u32,
         scratch: &mut Scratch,
     ) -> (TraceResult, u32) {
-        let answer = crate::trace::trace(&self.world, query, scratch);
-        self.trace_after(answer, query, pass, scratch)
+        // (The world's answer written where the answer is returned.)
+        let mut found = (
+            crate::trace::trace(&self.world, query, scratch),
+            ENTITY_NONE,
+        );
+        self.entities_after(&mut found, query, pass, scratch);
+        found
     }
 
     /// [`PlacedScene::trace`] given the world's answer to `query` (a hull
@@ -312,62 +321,78 @@ impl<'m> PlacedScene<'m> {
         pass: u32,
         scratch: &mut Scratch,
     ) -> (TraceResult, u32) {
-        let entity = if answer.fraction < 1.0 {
-            ENTITY_WORLD
-        } else {
-            ENTITY_NONE
-        };
-        if answer.fraction == 0.0 {
-            return (answer, entity);
-        }
-        let (lo, hi) = move_bounds(query);
-        let before_stop = stop_bounds(query, answer.fraction);
-        let mut found = (answer, entity);
-        let _ = self.meeting(lo, hi, |e| {
-            self.clip_entity(e, &mut found, query, pass, before_stop, scratch)
-        });
+        let mut found = (answer, ENTITY_NONE);
+        self.entities_after(&mut found, query, pass, scratch);
         found
     }
 
-    /// One entity the move meets, combined into `found` (the answer so far
-    /// and the entity that gave it). (Kept out of line: most moves meet no
-    /// entity, and the caller's search then stays small.)
-    #[inline(never)]
-    fn clip_entity(
+    /// `found`, the world's answer (and [`ENTITY_NONE`]), combined with the
+    /// entities': [`PlacedScene::trace_after`].
+    #[inline(always)]
+    fn entities_after(
         &self,
-        e: &Placed<'m>,
-        (answer, entity): &mut (TraceResult, u32),
+        found: &mut (TraceResult, u32),
         query: &TraceQuery,
         pass: u32,
-        (stop_lo, stop_hi): (Vec3, Vec3),
         scratch: &mut Scratch,
-    ) -> ControlFlow<()> {
-        if answer.allsolid {
-            return ControlFlow::Break(());
+    ) {
+        if found.0.fraction < 1.0 {
+            found.1 = ENTITY_WORLD;
         }
-        if e.skipped(query.mask(), pass, self.owner_of(pass)) {
-            return ControlFlow::Continue(());
+        if found.0.fraction == 0.0 {
+            return;
         }
-        // An entity the move only meets past where the world stopped it
-        // can neither stop it sooner nor hold its start. (Not for turned
-        // models: their box is turned with the move, so it may reach
-        // beyond the world-frame box.)
-        if e.rotation.is_none() && (e.absmin.cmpgt(stop_hi) | e.absmax.cmplt(stop_lo)).any() {
-            return ControlFlow::Continue(());
+        let (lo, hi) = move_bounds(query);
+        // Most moves meet no entity: they pay this look-up only.
+        match self.broadphase.candidates(lo, hi) {
+            None => {}
+            Some(Candidates::Small(bits)) => {
+                self.clip_entities(bits, (lo, hi), found, query, pass, scratch)
+            }
+            Some(Candidates::Large) => {
+                self.clip_entities_large((lo, hi), found, query, pass, scratch)
+            }
         }
-        let found = e.trace(query, scratch);
-        if found.allsolid {
-            answer.allsolid = true;
-        } else if found.startsolid {
-            answer.startsolid = true;
-        }
-        if found.fraction < answer.fraction {
-            let startsolid = answer.startsolid;
-            *answer = found;
-            answer.startsolid |= startsolid;
-            *entity = e.id;
-        }
-        ControlFlow::Continue(())
+    }
+
+    /// The entities of `candidates` (bit `i`: entity `i`, a small scene's
+    /// [`Candidates`]) whose bounds meet the move's, combined in scene order
+    /// into `found` (the answer so far and the entity that gave it). (Kept
+    /// out of line: most moves meet no entity, and the caller then stays
+    /// small.)
+    #[inline(never)]
+    fn clip_entities(
+        &self,
+        candidates: u128,
+        (lo, hi): (Vec3A, Vec3A),
+        found: &mut (TraceResult, u32),
+        query: &TraceQuery,
+        pass: u32,
+        scratch: &mut Scratch,
+    ) {
+        let mv = Move::new(query, pass, self.owner_of(pass), found.0.fraction, (lo, hi));
+        let _ = self
+            .broadphase
+            .visit_bits(candidates, lo, hi, |i| match self.entities.get(i) {
+                Some(e) => clip_entity(e, found, &mv, scratch),
+                None => ControlFlow::Continue(()),
+            });
+    }
+
+    /// [`PlacedScene::clip_entities`] in a large scene.
+    #[inline(never)]
+    fn clip_entities_large(
+        &self,
+        (lo, hi): (Vec3A, Vec3A),
+        found: &mut (TraceResult, u32),
+        query: &TraceQuery,
+        pass: u32,
+        scratch: &mut Scratch,
+    ) {
+        let mv = Move::new(query, pass, self.owner_of(pass), found.0.fraction, (lo, hi));
+        let _ = self.meeting(lo.into(), hi.into(), |e| {
+            clip_entity(e, found, &mv, scratch)
+        });
     }
 
     /// Whether the trace touches anything in its mask, world or entity:
@@ -381,7 +406,7 @@ impl<'m> PlacedScene<'m> {
         }
         let (lo, hi) = move_bounds(query);
         let pass_owner = self.owner_of(pass);
-        self.meeting(lo, hi, |e| {
+        self.meeting(lo.into(), hi.into(), |e| {
             if !e.skipped(query.mask(), pass, pass_owner) && e.trace(query, scratch).fraction < 1.0
             {
                 ControlFlow::Break(())
@@ -400,7 +425,7 @@ impl<'m> PlacedScene<'m> {
         let mut contents = crate::trace::point_contents(&self.world, p);
         let _ = self.meeting(p, p, |e| {
             if e.id != pass {
-                let mut local = p - e.origin;
+                let mut local = p - Vec3::from(e.origin);
                 if let Some(r) = &e.rotation {
                     local = r.apply(local);
                 }
@@ -411,6 +436,119 @@ impl<'m> PlacedScene<'m> {
             ControlFlow::<()>::Continue(())
         });
         contents
+    }
+}
+
+/// A move's set-up shared by every entity it meets.
+struct Move<'q> {
+    query: &'q TraceQuery,
+    pass: u32,
+    /// `pass`'s owner.
+    pass_owner: u32,
+    /// [`stop_bounds`] of the world's answer.
+    stop: (Vec3A, Vec3A),
+    /// The move's start and end moved by the box's centre: a box is made
+    /// symmetric about it before it is moved into an entity's frame.
+    start: Vec3A,
+    end: Vec3A,
+    /// The symmetric box, for one-brush entities.
+    sweep: BoxSweep,
+}
+
+impl<'q> Move<'q> {
+    /// `query` made by `pass` (owned by `pass_owner`), which the world
+    /// stops at `fraction`; `bounds` are the whole move's ([`move_bounds`]).
+    #[inline(always)]
+    fn new(
+        query: &'q TraceQuery,
+        pass: u32,
+        pass_owner: u32,
+        fraction: f32,
+        bounds: (Vec3A, Vec3A),
+    ) -> Self {
+        let centre = (query.mins + query.maxs) * 0.5;
+        Move {
+            query,
+            pass,
+            pass_owner,
+            stop: stop_bounds(query, fraction, bounds),
+            start: (query.start + centre).into(),
+            end: (query.end + centre).into(),
+            sweep: BoxSweep::new(query.mins - centre, query.maxs - centre, query.mask),
+        }
+    }
+}
+
+/// One entity the move meets, combined into `found` (the answer so far and
+/// the entity that gave it).
+#[inline(always)]
+fn clip_entity(
+    e: &Placed,
+    found: &mut (TraceResult, u32),
+    mv: &Move,
+    scratch: &mut Scratch,
+) -> ControlFlow<()> {
+    if found.0.allsolid {
+        return ControlFlow::Break(());
+    }
+    let q = mv.query;
+    if e.skipped(q.mask(), mv.pass, mv.pass_owner) {
+        return ControlFlow::Continue(());
+    }
+    // An entity the move only meets past where the world stopped it can
+    // neither stop it sooner nor hold its start. (Not for turned models:
+    // their box is turned with the move, so it may reach beyond the
+    // world-frame box.)
+    let (stop_lo, stop_hi) = mv.stop;
+    if e.rotation.is_none() && (e.absmin.cmpgt(stop_hi) | e.absmax.cmplt(stop_lo)).any() {
+        return ControlFlow::Continue(());
+    }
+    match (&e.lone, &q.shape, &e.rotation) {
+        // Most entities a move meets (players, most movers): one brush,
+        // not turned, met by a box; its answer is written out only when
+        // it is taken. ([`Placed::local_move`] of the box's centre, the
+        // same numbers.)
+        (Some(brush), None, None) => {
+            let clip = brush.clip(&mv.sweep, mv.start - e.origin, mv.end - e.origin);
+            let (startsolid, allsolid) = clip.solid();
+            combine(found, e.id, clip.fraction(), startsolid, allsolid, || {
+                e.finish(brush.result(clip), q)
+            });
+        }
+        _ => clip_other(e, found, q, scratch),
+    }
+    ControlFlow::Continue(())
+}
+
+/// [`clip_entity`] of any other entity or query: its answer in full.
+#[inline(never)]
+fn clip_other(e: &Placed, found: &mut (TraceResult, u32), q: &TraceQuery, scratch: &mut Scratch) {
+    let r = e.trace(q, scratch);
+    combine(found, e.id, r.fraction, r.startsolid, r.allsolid, || r);
+}
+
+/// The answer so far and the entity that gave it (`found`) combined with
+/// entity `id`'s answer, of which `fraction`, `startsolid` and `allsolid`
+/// are given and the rest is written by `answer` if it is taken.
+#[inline(always)]
+fn combine(
+    (answer, entity): &mut (TraceResult, u32),
+    id: u32,
+    fraction: f32,
+    startsolid: bool,
+    allsolid: bool,
+    full: impl FnOnce() -> TraceResult,
+) {
+    if allsolid {
+        answer.allsolid = true;
+    } else if startsolid {
+        answer.startsolid = true;
+    }
+    if fraction < answer.fraction {
+        let startsolid = answer.startsolid;
+        *answer = full();
+        answer.startsolid |= startsolid;
+        *entity = id;
     }
 }
 
@@ -429,7 +567,7 @@ impl Placed<'_> {
 
     /// The query through this entity alone, answered in world coordinates.
     fn trace(&self, q: &TraceQuery, scratch: &mut Scratch) -> TraceResult {
-        let mut r = match (&self.lone, &q.shape) {
+        let r = match (&self.lone, &q.shape) {
             (Some(brush), None) => {
                 let (start, end, offset) = self.local_move(q, (q.mins + q.maxs) * 0.5);
                 brush.trace_box(start, end, q.mins - offset, q.maxs - offset, q.mask)
@@ -440,6 +578,13 @@ impl Placed<'_> {
                     .with_kernel(|k| crate::trace::trace(k, &local, scratch))
             }
         };
+        self.finish(r, q)
+    }
+
+    /// An answer in the entity's frame (no `endpos`) turned back into the
+    /// world's, its `endpos` along `q`'s move.
+    #[inline(always)]
+    fn finish(&self, mut r: TraceResult, q: &TraceQuery) -> TraceResult {
         if let (Some(rotation), true) = (&self.rotation, r.fraction != 1.0) {
             r.normal = rotation.unapply(r.normal);
         }
@@ -471,8 +616,9 @@ impl Placed<'_> {
     /// centre), in the entity's frame; and `offset`.
     #[inline(always)]
     fn local_move(&self, q: &TraceQuery, offset: Vec3) -> (Vec3, Vec3, Vec3) {
-        let mut start = (q.start + offset) - self.origin;
-        let mut end = (q.end + offset) - self.origin;
+        let origin = Vec3::from(self.origin);
+        let mut start = (q.start + offset) - origin;
+        let mut end = (q.end + offset) - origin;
         if let Some(r) = &self.rotation {
             start = r.apply(start);
             end = r.apply(end);
@@ -483,26 +629,29 @@ impl Placed<'_> {
 
 /// Bounds of what the move sweeps until `fraction` of the way (where the
 /// world stops it), grown by [`ENTITY_STOP_MARGIN`] beyond the one unit of
-/// [`move_bounds`], within [`move_bounds`].
-fn stop_bounds(q: &TraceQuery, fraction: f32) -> (Vec3, Vec3) {
-    let (lo, hi) = move_bounds(q);
+/// [`move_bounds`], within [`move_bounds`] (`lo..hi`).
+#[inline(always)]
+fn stop_bounds(q: &TraceQuery, fraction: f32, (lo, hi): (Vec3A, Vec3A)) -> (Vec3A, Vec3A) {
     if fraction >= 1.0 {
         return (lo, hi);
     }
-    let stop = q.start + fraction * (q.end - q.start);
-    let grow = Vec3::splat(1.0 + ENTITY_STOP_MARGIN);
+    let (start, end) = (Vec3A::from(q.start), Vec3A::from(q.end));
+    let stop = start + fraction * (end - start);
+    let grow = Vec3A::splat(1.0 + ENTITY_STOP_MARGIN);
     (
-        (q.start.min(stop) + q.mins - grow).max(lo),
-        (q.start.max(stop) + q.maxs + grow).min(hi),
+        (start.min(stop) + Vec3A::from(q.mins) - grow).max(lo),
+        (start.max(stop) + Vec3A::from(q.maxs) + grow).min(hi),
     )
 }
 
 /// Bounds of everything the move sweeps, grown by one unit.
-fn move_bounds(q: &TraceQuery) -> (Vec3, Vec3) {
-    let grow = Vec3::ONE;
+#[inline(always)]
+fn move_bounds(q: &TraceQuery) -> (Vec3A, Vec3A) {
+    let (start, end) = (Vec3A::from(q.start), Vec3A::from(q.end));
+    let grow = Vec3A::ONE;
     (
-        q.start.min(q.end) + q.mins - grow,
-        q.start.max(q.end) + q.maxs + grow,
+        start.min(end) + Vec3A::from(q.mins) - grow,
+        start.max(end) + Vec3A::from(q.maxs) + grow,
     )
 }
 
@@ -544,11 +693,11 @@ fn place<'m>(map: &'m Map, index: usize, e: &Entity) -> Result<Placed<'m>, Scene
         id: e.id,
         owner: e.owner,
         contents: e.contents,
-        origin,
+        origin: origin.into(),
         target,
         rotation,
-        absmin: origin + mins - Vec3::ONE,
-        absmax: origin + maxs + Vec3::ONE,
+        absmin: (origin + mins - Vec3::ONE).into(),
+        absmax: (origin + maxs + Vec3::ONE).into(),
     })
 }
 
