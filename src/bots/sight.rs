@@ -1,12 +1,11 @@
 //! Sight matrices: whether anything in a mask lies between each of N eyes
 //! and each of M targets (or every pair of the eyes), answered as the N·M
-//! any-hit rays [`crate::trace::any_hit`] would answer one by one, through
-//! the batch kernel on every core it may use.
+//! any-hit rays [`crate::trace::any_hit`] would answer one by one, split
+//! over every core it may use.
 
 use super::BotsError;
 use crate::math::Vec3;
 use crate::scene::{PlacedScene, ENTITY_NONE};
-use crate::trace::sieve::{Moves, Sieve};
 use crate::trace::{BatchOptions, Kernel, TraceQuery};
 use serde::{Deserialize, Serialize};
 
@@ -178,24 +177,13 @@ impl SightMatrix {
 }
 
 /// The sight matrix through `world`: pair `i` is `!any_hit` of
-/// [`Sight::query`]`(i)`. Pairs go through the batch's first pass (rays
-/// that reach no occupied cell see each other without a search) and are
-/// split over `options`' threads.
+/// [`Sight::query`]`(i)`: the single any-hit of each pair, the pairs split
+/// over `options`' threads (the batch's sifting first pass did not pay
+/// here: see the benchmark log's "Bots").
 pub fn sight_matrix(world: &Kernel, sight: &Sight, options: &BatchOptions) -> SightMatrix {
-    let sieve = Sieve::new(world);
-    let ray = |i: usize| {
-        let (eye, target) = sight.ends(i);
-        [eye, target, Vec3::ZERO, Vec3::ZERO]
-    };
-    let hits = crate::trace::run_batch_sifted(
-        sight.pairs(),
-        options,
-        |[a, b, c, d]| sieve.moves_touch_nothing(&Moves::of([ray(a), ray(b), ray(c), ray(d)])),
-        |_| false,
-        |i, scratch| {
-            crate::trace::any_hit_probed::<_, false>(world, &sight.query(i), scratch, &mut ())
-        },
-    );
+    let hits = crate::trace::run_batch(sight.pairs(), options, |i, scratch| {
+        crate::trace::any_hit(world, &sight.query(i), scratch)
+    });
     SightMatrix::of(sight, hits)
 }
 
