@@ -123,6 +123,43 @@ impl TestServer {
         format!("http://{}", self.grpc)
     }
 
+    /// `bspq trace` over `input` (query lines), once offline on the
+    /// committed map `world` and once with `--server` against this server's
+    /// world of that name: each run's exit status and standard output.
+    pub fn trace_offline_and_remote(
+        &self,
+        world: &str,
+        input: &str,
+    ) -> ((Option<i32>, String), (Option<i32>, String)) {
+        let trace = |args: &[&str]| {
+            use std::io::Write;
+            use std::process::{Command, Stdio};
+            let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+                .arg("trace")
+                .args(args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("bspq runs");
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(input.as_bytes())
+                .expect("input");
+            let out = child.wait_with_output().expect("bspq ends");
+            (
+                out.status.code(),
+                String::from_utf8(out.stdout).expect("utf-8"),
+            )
+        };
+        let map = super::map_path(world);
+        let offline = trace(&["--world", map.to_str().expect("utf-8")]);
+        let remote = trace(&["--server", &self.grpc_url(), "--world", world]);
+        (offline, remote)
+    }
+
     pub async fn channel(&self) -> tonic::transport::Channel {
         tonic::transport::Channel::from_shared(self.grpc_url())
             .expect("url")

@@ -676,8 +676,6 @@ fn pvs_lines_in_bspq_trace() {
 #[test]
 fn pvs_lines_over_a_server_equal_offline() {
     use common::server::TestServer;
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let server = TestServer::start(None, bspq::service::Limits::default());
     let (_, pts) = bundled_points();
     let (points, targets) = (json_points(&pts[..20]), json_points(&pts[20..50]));
@@ -693,30 +691,7 @@ fn pvs_lines_over_a_server_equal_offline() {
         serde_json::json!({"pvs": {"points": points}}).to_string(),
     ];
     let input = lines.join("\n") + "\n";
-    let trace = |args: &[&str]| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
-            .arg("trace")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("bspq runs");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("input");
-        let out = child.wait_with_output().expect("bspq ends");
-        (
-            out.status.code(),
-            String::from_utf8(out.stdout).expect("utf-8"),
-        )
-    };
-    let map = common::map_path("q3dm6ish");
-    let offline = trace(&["--world", map.to_str().expect("utf-8")]);
-    let remote = trace(&["--server", &server.grpc_url(), "--world", "q3dm6ish"]);
+    let (offline, remote) = server.trace_offline_and_remote("q3dm6ish", &input);
     assert_eq!(remote, offline);
     let answers: Vec<serde_json::Value> = offline
         .1
