@@ -69,6 +69,32 @@ where
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
 
+/// Runs the `bspq` binary with `args`, `input` written to its standard
+/// input, and returns how it ended (status, stdout, stderr).
+pub fn bspq_with_input<I, S>(args: I, input: &[u8]) -> std::process::Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bspq runs");
+    // Written from a thread: a large answer could fill stdout's pipe
+    // before all of stdin is read.
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().expect("bspq ends");
+    writer.join().expect("writer").expect("input written");
+    out
+}
+
 /// Parses and validates one query line (test data is trusted to be valid).
 pub fn parse_query(line: &str) -> Query {
     QueryLine::parse(line)

@@ -132,23 +132,10 @@ impl TestServer {
         input: &str,
     ) -> ((Option<i32>, String), (Option<i32>, String)) {
         let trace = |args: &[&str]| {
-            use std::io::Write;
-            use std::process::{Command, Stdio};
-            let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
-                .arg("trace")
-                .args(args)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("bspq runs");
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(input.as_bytes())
-                .expect("input");
-            let out = child.wait_with_output().expect("bspq ends");
+            let out = super::bspq_with_input(
+                std::iter::once("trace").chain(args.iter().copied()),
+                input.as_bytes(),
+            );
             (
                 out.status.code(),
                 String::from_utf8(out.stdout).expect("utf-8"),

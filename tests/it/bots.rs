@@ -296,8 +296,6 @@ async fn sight_over_grpc_packs_the_library_bits() {
 
 #[test]
 fn sight_lines_in_bspq_trace_follow_the_scene_lines() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let (world, eyes, eyes_json) = bundled_points(10, 12);
     let sight = Sight::new(eyes.clone(), None, MASK_SHOT).unwrap();
     let alone = sight_matrix(&world.view(), &sight, &BatchOptions::default());
@@ -313,21 +311,15 @@ fn sight_lines_in_bspq_trace_follow_the_scene_lines() {
         serde_json::json!({"entities": entities}),
         serde_json::json!({"sight": {"eyes": [[0, 0, 0]]}, "start": [0, 0, 0]})
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .args(["trace", "--world"])
-        .arg(common::map_path("q3dm6ish"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bspq runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().expect("bspq ends");
+    let map = common::map_path("q3dm6ish");
+    let out = common::bspq_with_input(
+        [
+            std::ffi::OsStr::new("trace"),
+            "--world".as_ref(),
+            map.as_os_str(),
+        ],
+        input.as_bytes(),
+    );
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()

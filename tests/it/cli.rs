@@ -771,21 +771,14 @@ fn trace_over_grpc_gives_offline_lines_when_the_server_rejects_some() {
 fn a_line_that_is_not_utf8_is_one_bad_line() {
     let map = common::map_path("q3dm6ish");
     let input = b"{\"point\":[0,0,0]}\n\xff\xfe\n{\"start\":[0,0,64],\"end\":[64,0,64]}\r\n";
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .args(["trace", "--world"])
-        .arg(&map)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bspq runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input)
-        .expect("write");
-    let out = child.wait_with_output().expect("bspq ends");
+    let out = common::bspq_with_input(
+        [
+            std::ffi::OsStr::new("trace"),
+            "--world".as_ref(),
+            map.as_os_str(),
+        ],
+        input,
+    );
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     let lines = stdout_lines(&out);
     assert_eq!(lines.len(), 3, "{lines:#?}");

@@ -628,8 +628,6 @@ async fn pvs_over_grpc_packs_the_library_bits() {
 
 #[test]
 fn pvs_lines_in_bspq_trace() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let (world, pts) = bundled_points();
     let expected = pvs(&world.world(), &request(&pts, None, vec![])).unwrap();
     let line = serde_json::json!({"pvs": {"points": json_points(&pts)}});
@@ -639,21 +637,15 @@ fn pvs_lines_in_bspq_trace() {
         serde_json::json!({"pvs": {"points": [[0, 0, 0]], "closed_portals": [[0, 1]]}}),
         serde_json::json!({"pvs": {"points": [[0, 0, 0]]}, "start": [0, 0, 0]})
     );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .args(["trace", "--world"])
-        .arg(common::map_path("q3dm6ish"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bspq runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().expect("bspq ends");
+    let map = common::map_path("q3dm6ish");
+    let out = common::bspq_with_input(
+        [
+            std::ffi::OsStr::new("trace"),
+            "--world".as_ref(),
+            map.as_os_str(),
+        ],
+        input.as_bytes(),
+    );
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
