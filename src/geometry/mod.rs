@@ -103,6 +103,77 @@ impl Mesh {
         }
     }
 
+    /// Whether the triangles from `first_triangle` on form closed surfaces:
+    /// every edge met once in each direction.
+    fn closed_from(&self, first_triangle: usize) -> bool {
+        let mut uses: std::collections::HashMap<(u32, u32), u32> = Default::default();
+        for t in self.triangles[3 * first_triangle..].chunks_exact(3) {
+            for k in 0..3 {
+                *uses.entry((t[k], t[(k + 1) % 3])).or_default() += 1;
+            }
+        }
+        !uses.is_empty()
+            && uses
+                .iter()
+                .all(|(&(a, b), &n)| n == 1 && uses.get(&(b, a)) == Some(&1))
+    }
+
+    /// Replaces the triangles from `first_triangle` on (one piece, its
+    /// vertices from `first_vertex` on) with the convex hull of that
+    /// piece's vertices, wound outward, each triangle tagged by `tag` of
+    /// its outward normal. The vertices stay as they are.
+    fn replace_with_hull(
+        &mut self,
+        first_vertex: usize,
+        first_triangle: usize,
+        tag: impl Fn(DVec3) -> (u32, u32, Source),
+    ) {
+        let points: Vec<Vec<f64>> = self.vertices[3 * first_vertex..]
+            .chunks_exact(3)
+            .map(|p| p.iter().map(|&c| c as f64).collect())
+            .collect();
+        let Ok(hull) = chull::ConvexHullWrapper::try_new(&points, None) else {
+            return; // flat or too few corners: keep the faces as they were
+        };
+        let (hull_points, indices) = hull.vertices_indices();
+        let at = |v: &[f64]| DVec3::new(v[0], v[1], v[2]);
+        let centre = points.iter().map(|p| at(p)).sum::<DVec3>() / points.len() as f64;
+        // The hull's vertices are some of the piece's: map them back.
+        let index_of = |p: &[f64]| {
+            points
+                .iter()
+                .position(|q| q.as_slice() == p)
+                .map(|i| (first_vertex + i) as u32)
+        };
+        let mut triangles = Vec::with_capacity(indices.len());
+        for t in indices.chunks_exact(3) {
+            let corners = [&hull_points[t[0]], &hull_points[t[1]], &hull_points[t[2]]];
+            let (Some(a), Some(b), Some(c)) = (
+                index_of(corners[0]),
+                index_of(corners[1]),
+                index_of(corners[2]),
+            ) else {
+                return;
+            };
+            let [pa, pb, pc] = corners.map(|p| at(p));
+            let normal = (pb - pa).cross(pc - pa);
+            let outward = normal.dot(pa - centre) >= 0.0;
+            let tri = if outward { [a, b, c] } else { [a, c, b] };
+            let normal = if outward { normal } else { -normal };
+            triangles.push((tri, tag(normal.normalize_or_zero())));
+        }
+        self.triangles.truncate(3 * first_triangle);
+        self.contents.truncate(first_triangle);
+        self.surface_flags.truncate(first_triangle);
+        self.source.truncate(first_triangle);
+        for (tri, (contents, flags, source)) in triangles {
+            self.triangles.extend_from_slice(&tri);
+            self.contents.push(contents);
+            self.surface_flags.push(flags);
+            self.source.push(source);
+        }
+    }
+
     /// The index of a vertex at `p` among those from `first` on, added when
     /// none is within [`WELD`].
     fn weld(&mut self, p: DVec3, first: usize) -> u32 {
@@ -154,9 +225,26 @@ pub fn world_mesh(world: &World, mask: u32) -> Mesh {
         let centre = (DVec3::from_array(brush.mins.map(f64::from))
             + DVec3::from_array(brush.maxs.map(f64::from)))
             * 0.5;
-        for (side, polygon) in closed_faces(&planes, centre) {
-            let tags = (brush.contents, sides[side].surface_flags, source);
-            mesh.add_polygon(&polygon, planes[side].0, first, tags);
+        let first_triangle = mesh.triangle_count();
+        let faces = closed_faces(&planes, centre);
+        for (side, polygon) in &faces {
+            let tags = (brush.contents, sides[*side].surface_flags, source);
+            mesh.add_polygon(polygon, planes[*side].0, first, tags);
+        }
+        if !mesh.closed_from(first_triangle) {
+            // Round brushes whose corners lie within the weld distance of
+            // faces they only graze: their welded corners' convex hull is
+            // closed by construction (exact predicates), each triangle
+            // tagged as the side it faces most.
+            let tag = |normal: DVec3| {
+                let side = faces
+                    .iter()
+                    .map(|(side, _)| *side)
+                    .max_by(|&a, &b| planes[a].0.dot(normal).total_cmp(&planes[b].0.dot(normal)))
+                    .unwrap_or(0);
+                (brush.contents, sides[side].surface_flags, source)
+            };
+            mesh.replace_with_hull(first, first_triangle, tag);
         }
     }
     for patch in world.patches.iter().filter(|p| p.contents & mask != 0) {

@@ -121,13 +121,7 @@ fn every_brush_is_a_closed_outward_surface() {
             "{map}: {} of {brushes} brushes closed (V − E + F = 2, every edge twice, outward)",
             brushes - open
         );
-        // Round brushes of many nearly parallel sides, corners a tenth of a
-        // unit apart, can still assign a corner to a face it only grazes
-        // (6 of oa_ctf2's 233 brushes); every other brush closes.
-        assert!(
-            open * 30 <= brushes,
-            "{map}: {open} of {brushes} brushes open"
-        );
+        assert_eq!(open, 0, "{map}: {open} of {brushes} brushes open");
     }
 }
 
