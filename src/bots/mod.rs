@@ -180,6 +180,36 @@ pub fn answer_in_scene(
     }
 }
 
+/// N·M for N rows against `targets` columns (`None`: the rows themselves).
+pub(crate) fn matrix_pairs(rows: usize, targets: Option<usize>) -> usize {
+    rows.saturating_mul(targets.unwrap_or(rows))
+}
+
+/// Checks a matrix request's points (each one a ray takes, reported by
+/// field and index) and its size (at most [`MAX_SIGHT_PAIRS`] pairs).
+pub(crate) fn check_matrix(
+    (rows_field, rows): (&'static str, &[crate::math::Vec3]),
+    targets: Option<&[crate::math::Vec3]>,
+) -> Result<(), BotsError> {
+    for (field, list) in [(rows_field, Some(rows)), ("targets", targets)] {
+        for (index, &p) in list.into_iter().flatten().enumerate() {
+            crate::trace::checked_point(field, p).map_err(|error| BotsError::BadPoint {
+                field,
+                index,
+                error,
+            })?;
+        }
+    }
+    let pairs = matrix_pairs(rows.len(), targets.map(<[_]>::len));
+    if pairs > MAX_SIGHT_PAIRS {
+        return Err(BotsError::TooManyPairs {
+            pairs,
+            limit: MAX_SIGHT_PAIRS,
+        });
+    }
+    Ok(())
+}
+
 /// The points of `field` as the kernel takes them (each checked there).
 pub(crate) fn points(
     field: &'static str,

@@ -11,7 +11,7 @@
 //! joined through a chain of open area portals. Portals are open unless
 //! the request closes them, by index or by the pair of areas they join.
 
-use super::{BotsError, SightMatrix, MAX_SIGHT_PAIRS};
+use super::{BotsError, SightMatrix};
 use crate::math::Vec3;
 use crate::world::vis::{self, Rows};
 use crate::world::{AreaPortal, LeafVis, World};
@@ -51,6 +51,11 @@ pub struct Pvs {
 }
 
 impl PvsLine {
+    /// N·M, as written (before any check).
+    pub fn pairs(&self) -> usize {
+        super::matrix_pairs(self.points.len(), self.targets.as_ref().map(Vec::len))
+    }
+
     /// Checks the points, the matrix's size and the number of portals
     /// closed (which portals exist is checked against the world).
     pub fn check(&self) -> Result<Pvs, BotsError> {
@@ -60,24 +65,7 @@ impl PvsLine {
             .as_deref()
             .map(|t| super::points("targets", t))
             .transpose()?;
-        for (field, list) in [("points", Some(&points)), ("targets", targets.as_ref())] {
-            for (index, &p) in list.into_iter().flatten().enumerate() {
-                crate::trace::checked_point(field, p).map_err(|error| BotsError::BadPoint {
-                    field,
-                    index,
-                    error,
-                })?;
-            }
-        }
-        let pairs = points
-            .len()
-            .saturating_mul(targets.as_ref().map_or(points.len(), Vec::len));
-        if pairs > MAX_SIGHT_PAIRS {
-            return Err(BotsError::TooManyPairs {
-                pairs,
-                limit: MAX_SIGHT_PAIRS,
-            });
-        }
+        super::check_matrix(("points", &points), targets.as_deref())?;
         let closed = self.closed_portals.clone().unwrap_or_default();
         if closed.len() > MAX_CLOSED_PORTALS {
             return Err(BotsError::BadSetting {

@@ -37,6 +37,11 @@ pub struct Sight {
 }
 
 impl SightLine {
+    /// N·M, as written (before any check).
+    pub fn pairs(&self) -> usize {
+        super::matrix_pairs(self.eyes.len(), self.targets.as_ref().map(Vec::len))
+    }
+
     /// Checks the points and the matrix's size.
     pub fn check(&self) -> Result<Sight, BotsError> {
         let eyes = super::points("eyes", &self.eyes)?;
@@ -57,27 +62,12 @@ impl Sight {
     /// `eyes` to `targets` (`None`: to the eyes), at most
     /// [`MAX_SIGHT_PAIRS`] pairs; every point must be one a ray takes.
     pub fn new(eyes: Vec<Vec3>, targets: Option<Vec<Vec3>>, mask: u32) -> Result<Self, BotsError> {
-        for (field, list) in [("eyes", Some(&eyes)), ("targets", targets.as_ref())] {
-            for (index, &p) in list.into_iter().flatten().enumerate() {
-                crate::trace::checked_point(field, p).map_err(|error| BotsError::BadPoint {
-                    field,
-                    index,
-                    error,
-                })?;
-            }
-        }
+        super::check_matrix(("eyes", &eyes), targets.as_deref())?;
         let sight = Sight {
             eyes,
             targets,
             mask,
         };
-        let pairs = sight.eyes.len().saturating_mul(sight.targets().len());
-        if pairs > MAX_SIGHT_PAIRS {
-            return Err(BotsError::TooManyPairs {
-                pairs,
-                limit: MAX_SIGHT_PAIRS,
-            });
-        }
         Ok(sight)
     }
 

@@ -95,6 +95,25 @@ where
     out
 }
 
+/// `bspq trace --world` on committed map `map` with `input` (query lines):
+/// its answer lines, parsed.
+pub fn trace_lines(map: &str, input: &str) -> Vec<serde_json::Value> {
+    let map = map_path(map);
+    let out = bspq_with_input(
+        [
+            std::ffi::OsStr::new("trace"),
+            "--world".as_ref(),
+            map.as_os_str(),
+        ],
+        input.as_bytes(),
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8 answers")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON answer lines"))
+        .collect()
+}
+
 /// Parses and validates one query line (test data is trusted to be valid).
 pub fn parse_query(line: &str) -> Query {
     QueryLine::parse(line)

@@ -311,20 +311,7 @@ fn sight_lines_in_bspq_trace_follow_the_scene_lines() {
         serde_json::json!({"entities": entities}),
         serde_json::json!({"sight": {"eyes": [[0, 0, 0]]}, "start": [0, 0, 0]})
     );
-    let map = common::map_path("q3dm6ish");
-    let out = common::bspq_with_input(
-        [
-            std::ffi::OsStr::new("trace"),
-            "--world".as_ref(),
-            map.as_os_str(),
-        ],
-        input.as_bytes(),
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::trace_lines("q3dm6ish", &input);
     let lines_of_entities: Vec<bspq::query::EntityLine> = serde_json::from_value(entities).unwrap();
     let scene = bspq::query::scene_of(&lines_of_entities).unwrap();
     let placed = PlacedScene::new(&world, &scene).unwrap();

@@ -637,20 +637,7 @@ fn pvs_lines_in_bspq_trace() {
         serde_json::json!({"pvs": {"points": [[0, 0, 0]], "closed_portals": [[0, 1]]}}),
         serde_json::json!({"pvs": {"points": [[0, 0, 0]]}, "start": [0, 0, 0]})
     );
-    let map = common::map_path("q3dm6ish");
-    let out = common::bspq_with_input(
-        [
-            std::ffi::OsStr::new("trace"),
-            "--world".as_ref(),
-            map.as_os_str(),
-        ],
-        input.as_bytes(),
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::trace_lines("q3dm6ish", &input);
     assert_eq!(lines.len(), 5, "{lines:?}");
     for answer in [&lines[0], &lines[2]] {
         // A scene changes no potential visibility.

@@ -28,10 +28,7 @@ impl GrpcState {
         })()
         .map_err(|e: ServiceError| self.rejected(&e))?;
         let entities = req.scene.as_ref().map(scene_lines);
-        let pairs = line
-            .eyes
-            .len()
-            .saturating_mul(line.targets.as_ref().map_or(line.eyes.len(), Vec::len));
+        let pairs = line.pairs();
         let name = req.world;
         let answer = self
             .run_work("sight", Some(pairs), move |s| {
@@ -76,10 +73,7 @@ impl GrpcState {
             })
         })()
         .map_err(|e: ServiceError| self.rejected(&e))?;
-        let pairs = line
-            .points
-            .len()
-            .saturating_mul(line.targets.as_ref().map_or(line.points.len(), Vec::len));
+        let pairs = line.pairs();
         let name = req.world;
         let answer = self
             .run_work("pvs", Some(pairs), move |s| s.pvs(&name, &line))

@@ -63,8 +63,7 @@ async fn sight_post(
         targets: body.targets,
         mask: body.mask,
     };
-    let pairs = (sight.eyes.len())
-        .saturating_mul(sight.targets.as_ref().map_or(sight.eyes.len(), Vec::len));
+    let pairs = sight.pairs();
     let answer = run_work(&state, "sight", Some(pairs), move |s| {
         s.sight(&name, &sight, body.entities.as_deref())
     })
@@ -102,8 +101,7 @@ async fn pvs_post(
 ) -> Result<Response, ApiError> {
     let body = body_bytes(body, state.service.limits.max_body_bytes)?;
     let line: PvsLine = parse_batch(&body, &[])?;
-    let pairs = (line.points.len())
-        .saturating_mul(line.targets.as_ref().map_or(line.points.len(), Vec::len));
+    let pairs = line.pairs();
     let answer = run_work(&state, "pvs", Some(pairs), move |s| s.pvs(&name, &line)).await?;
     state
         .metrics
