@@ -231,6 +231,25 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
             occupancy.cell_size(),
             occupancy.bytes()
         );
+        let single = occupancy.single;
+        let asks = |op: usize| {
+            if single.asks[op] {
+                "ask it"
+            } else {
+                "search at once"
+            }
+        };
+        println!(
+            "single moves     full traces {}, any-hit {} (it clears {:.0} % of sample rays and {:.0} % of boxes; their searches would visit {:.2} and {:.2} hierarchy nodes a move, any-hit {:.2} and {:.2})",
+            asks(0),
+            asks(1),
+            single.cleared[0] * 100.0,
+            single.cleared[1] * 100.0,
+            single.nodes_saved[0][0],
+            single.nodes_saved[0][1],
+            single.nodes_saved[1][0],
+            single.nodes_saved[1][1],
+        );
     }
     let (brushes, facets) = world.accel.unlisted.counts();
     println!(

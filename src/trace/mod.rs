@@ -170,8 +170,9 @@ pub(crate) fn trace_probed<P: walk::Probe, const SIFT: bool>(
     }
     // A move that reaches no occupied cell of the grid touches nothing.
     // (Measured: on the maps where most moves touch nothing, a miss through
-    // the hierarchy cost several times this test.)
-    if SIFT && sieve::Sieve::new(world).touches_nothing(query) {
+    // the hierarchy cost several times this test; elsewhere the test costs
+    // more than it saves, and the world's choice leaves it out.)
+    if SIFT && sieve::Sieve::single::<false>(world).touches_nothing(query) {
         return sieve::missed(query);
     }
     let mut work = TraceWork::new(query);
@@ -197,7 +198,7 @@ pub(crate) fn any_hit_probed<P: walk::Probe, const SIFT: bool>(
         }
         return sweep::any_hit_shape(world, query, shape, scratch);
     }
-    if SIFT && sieve::Sieve::new(world).touches_nothing(query) {
+    if SIFT && sieve::Sieve::single::<true>(world).touches_nothing(query) {
         return false;
     }
     let mut work = TraceWork::new(query);

@@ -8,11 +8,20 @@
 //! search ([`Sieve::touches_nothing`]); a batch asks this of all its queries
 //! in one pass without a branch per query, then searches only the rest
 //! (see [`super::batch`]).
+//!
+//! Asking costs a single query about a hundred instructions, and on a
+//! large grid cache misses as well; it pays only where it clears many
+//! moves. So whether single rays and single box moves ask at all is chosen
+//! once per world when it loads ([`choose`]), from the share of a sample of
+//! moves inside the level that the grid clears: no cost per query beyond
+//! reading the choice.
 
 use super::accel::border_starts::BorderStarts;
-use super::accel::occupancy::Occupancy;
-use super::work::{TraceQuery, TraceResult};
+use super::accel::occupancy::{Occupancy, SingleAsks};
+use super::walk::WalkStats;
+use super::work::{Scratch, TraceQuery, TraceResult};
 use super::Kernel;
+use crate::contents::{CONTENTS_PLAYERCLIP, CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SOLID};
 use crate::math::Vec3;
 use glam::{BVec4A, Vec3A, Vec4};
 
@@ -33,6 +42,24 @@ impl<'w> Sieve<'w> {
         let kernel = &world.accel;
         Sieve {
             occupancy: if !world.walk_only {
+                &kernel.occupancy
+            } else {
+                &NO_OCCUPANCY
+            },
+            border_starts: &kernel.border_starts,
+        }
+    }
+
+    /// The sieve of `world` for one query at a time, of the full trace
+    /// (`ANY_HIT` false) or any-hit: one that clears nothing where the
+    /// world's choice has such queries search at once ([`choose`]), so
+    /// that the question ends at its first test.
+    #[inline(always)]
+    pub fn single<const ANY_HIT: bool>(world: &'w Kernel) -> Self {
+        let kernel = &world.accel;
+        let asks = !world.walk_only && kernel.occupancy.single.asks[usize::from(ANY_HIT)];
+        Sieve {
+            occupancy: if asks {
                 &kernel.occupancy
             } else {
                 &NO_OCCUPANCY
@@ -156,4 +183,205 @@ impl Moves {
 #[inline(always)]
 pub fn missed(query: &TraceQuery) -> TraceResult {
     TraceResult::default().ended(query)
+}
+
+/// The rule [`choose`] applies, from measurements over 35 maps (single
+/// rays and boxes, full trace and any-hit, with the grid asked and not):
+/// a grid of up to this many bytes stays in cache and asking it costs
+/// some instructions only, so every kind that it clears at least
+/// [`CACHED_ASKS_FROM`] of asks ...
+const CACHED_GRID: usize = 256 << 10;
+const CACHED_ASKS_FROM: f32 = 0.05;
+/// ... a larger one misses the cache on its loads, and a kind asks only
+/// when it clears at least [`ASKS_FROM`] of the sample, or the searches
+/// it saves visit at least [`NODES_SAVED_FROM`] hierarchy nodes per sampled
+/// move ...
+const ASKS_FROM: f32 = 0.55;
+const NODES_SAVED_FROM: f32 = 1.8;
+/// ... and over this size nothing asks (where it cleared 82 % of box
+/// moves, asking still cost more than it saved).
+const LARGE_GRID: usize = 1280 << 10;
+/// Start points sampled inside the level, and random points tried for
+/// each, at most.
+const SAMPLE_STARTS: usize = 512;
+const TRIES_PER_START: usize = 64;
+const TRIES_WITHOUT_CLUSTERS: usize = 4;
+/// Moves sampled per kind.
+const SAMPLE_MOVES: usize = 1024;
+
+/// Whether single rays and single box moves should ask `world`'s grid
+/// before their search, for the full trace and for any-hit (see
+/// [`SingleAsks`]): from the grid's size, the share of a sample of moves
+/// it clears and the hierarchy nodes the search visits for those moves
+/// (per sampled move), by the rule above. The sample is the same for the
+/// same world: it starts at empty points inside the level, found as `bspq
+/// workload` finds them; rays are half short moves (16–256 units, any
+/// direction) and half sight lines between two such points, boxes
+/// player-sized, mostly walking (short, nearly level) or dropping, and
+/// small boxes moving any way. Without a grid nothing asks; without a
+/// start point found, everything asks (as the batch does).
+pub fn choose(world: &Kernel) -> SingleAsks {
+    let sieve = Sieve::new(world);
+    if sieve.occupancy.bytes() == 0 {
+        return SingleAsks {
+            asks: [false; 2],
+            cleared: [0.0; 2],
+            nodes_saved: [[0.0; 2]; 2],
+        };
+    }
+    let mut rng = fastrand::Rng::with_seed(0x5EED_6A1D_0000_0045);
+    let starts = inside_points(world, &mut rng);
+    if starts.is_empty() {
+        return sieve.occupancy.single;
+    }
+    let pick = |rng: &mut fastrand::Rng| starts[rng.usize(..starts.len())];
+    let mut scratch = Scratch::new();
+    // Per kind: the share cleared, and the search's nodes for those moves,
+    // full trace and any-hit, per move asked.
+    let mut tally =
+        |moves: &mut dyn FnMut(&mut fastrand::Rng, &mut Scratch) -> Option<TraceQuery>,
+         rng: &mut fastrand::Rng| {
+            let (mut asked, mut clear, mut full, mut any) = (0usize, 0usize, 0u64, 0u64);
+            for _ in 0..SAMPLE_MOVES {
+                let Some(query) = moves(rng, &mut scratch) else {
+                    continue;
+                };
+                asked += 1;
+                if sieve.touches_nothing(&query) {
+                    clear += 1;
+                    let mut stats = WalkStats::default();
+                    super::trace_probed::<_, false>(world, &query, &mut scratch, &mut stats);
+                    full += u64::from(stats.bvh_nodes);
+                    let mut stats = WalkStats::default();
+                    super::any_hit_probed::<_, false>(world, &query, &mut scratch, &mut stats);
+                    any += u64::from(stats.bvh_nodes);
+                }
+            }
+            let per = |n: u64| n as f32 / asked.max(1) as f32;
+            (per(clear as u64), [per(full), per(any)])
+        };
+    let mut i = 0usize;
+    let rays = tally(
+        &mut |rng, _| {
+            i += 1;
+            let start = pick(rng);
+            let end = if i.is_multiple_of(2) {
+                start + direction(rng) * (16.0 + 240.0 * rng.f32())
+            } else {
+                pick(rng)
+            };
+            TraceQuery::ray(start, end, MASK_SOLID).ok()
+        },
+        &mut rng,
+    );
+    let boxes = tally(
+        &mut |rng, scratch| {
+            let roll = rng.f32();
+            let (mins, maxs) = if roll < 0.70 {
+                let top = if rng.f32() < 0.25 { 16.0 } else { 32.0 };
+                (Vec3::new(-15.0, -15.0, -24.0), Vec3::new(15.0, 15.0, top))
+            } else {
+                let half = 1.0 + 31.0 * rng.f32();
+                (Vec3::splat(-half), Vec3::splat(half))
+            };
+            // A box starts where it fits, as a player stands.
+            let mut start = pick(rng);
+            for _ in 0..4 {
+                let stand = TraceQuery::boxed(start, start, mins, maxs, MASK_PLAYERSOLID).ok()?;
+                if !super::trace(world, &stand, scratch).startsolid {
+                    break;
+                }
+                start = pick(rng);
+            }
+            let end = if roll < 0.53 {
+                let angle = rng.f32() * std::f32::consts::TAU;
+                let length = 384.0 * rng.f32() * rng.f32();
+                let z = (rng.f32() - 0.5) * 128.0;
+                start + Vec3::new(angle.cos() * length, angle.sin() * length, z)
+            } else if roll < 0.70 {
+                start - Vec3::Z * (16.0 + 984.0 * rng.f32())
+            } else {
+                start + direction(rng) * (400.0 * rng.f32())
+            };
+            TraceQuery::boxed(start, end, mins, maxs, MASK_PLAYERSOLID).ok()
+        },
+        &mut rng,
+    );
+    let cleared = [rays.0, boxes.0];
+    let nodes_saved = [[rays.1[0], boxes.1[0]], [rays.1[1], boxes.1[1]]];
+    let bytes = sieve.occupancy.bytes();
+    let asks = nodes_saved.map(|op| {
+        (0..2).any(|kind| {
+            if bytes <= CACHED_GRID {
+                cleared[kind] >= CACHED_ASKS_FROM
+            } else if bytes <= LARGE_GRID {
+                cleared[kind] >= ASKS_FROM || op[kind] >= NODES_SAVED_FROM
+            } else {
+                false
+            }
+        })
+    });
+    SingleAsks {
+        asks,
+        cleared,
+        nodes_saved,
+    }
+}
+
+/// Up to [`SAMPLE_STARTS`] empty points (no solid, no player clip) inside
+/// the level, tried uniformly over the world's bounds: in a leaf of the
+/// source's tree with a cluster where the world has clusters, else where
+/// all six axis-aligned sight lines meet something (the void around a
+/// sealed map fails one of them).
+fn inside_points(world: &Kernel, rng: &mut fastrand::Rng) -> Vec<Vec3> {
+    let (lo, hi) = (Vec3::from(world.mins), Vec3::from(world.maxs));
+    if !(lo.is_finite() && hi.is_finite()) {
+        return Vec::new();
+    }
+    let reach = (hi - lo).length().max(1.0) * 2.0;
+    let mut scratch = Scratch::new();
+    let leaf_vis = world.source.leaf_vis;
+    let mut inside = |p: Vec3| {
+        if !leaf_vis.is_empty() {
+            return crate::world::vis::leaf_at(&world.world, p)
+                .and_then(|leaf| leaf_vis.get(leaf))
+                .is_some_and(|vis| vis.cluster >= 0);
+        }
+        [Vec3::X, Vec3::Y, Vec3::Z, -Vec3::X, -Vec3::Y, -Vec3::Z]
+            .iter()
+            .all(|&dir| {
+                TraceQuery::ray(p, p + dir * reach, MASK_SOLID)
+                    .is_ok_and(|sight| super::trace(world, &sight, &mut scratch).fraction < 1.0)
+            })
+    };
+    // Without clusters each try may take six traces: fewer tries (an
+    // inline model, whose grid is small, took 11 ms with as many).
+    let tries = if leaf_vis.is_empty() {
+        SAMPLE_STARTS * TRIES_WITHOUT_CLUSTERS
+    } else {
+        SAMPLE_STARTS * TRIES_PER_START
+    };
+    let mut points = Vec::new();
+    for _ in 0..tries {
+        if points.len() == SAMPLE_STARTS {
+            break;
+        }
+        let p = lo + (hi - lo) * Vec3::new(rng.f32(), rng.f32(), rng.f32());
+        let empty = super::point_contents(world, p) & (CONTENTS_SOLID | CONTENTS_PLAYERCLIP) == 0;
+        if empty && inside(p) {
+            points.push(p);
+        }
+    }
+    points
+}
+
+/// A direction uniform over the sphere.
+fn direction(rng: &mut fastrand::Rng) -> Vec3 {
+    loop {
+        let v = Vec3::new(rng.f32(), rng.f32(), rng.f32()) * 2.0 - Vec3::ONE;
+        let length = v.length();
+        if length > 1e-3 && length <= 1.0 {
+            return v / length;
+        }
+    }
 }

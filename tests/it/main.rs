@@ -36,6 +36,7 @@ mod server_grpc;
 mod server_http;
 mod server_watch;
 mod shapes;
+mod single_grid;
 mod wide;
 mod workload;
 mod world_file;

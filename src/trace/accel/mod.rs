@@ -365,7 +365,7 @@ pub fn build(world: &World) -> Accel {
     let bvh = bvh::build(world, &brush_bounds, &unlisted);
     let occupancy = Occupancy::build(&bvh);
     let source_below = source_below(world, &brush_bounds);
-    Accel {
+    let mut accel = Accel {
         nodes,
         brush_bounds,
         side_lanes,
@@ -381,7 +381,12 @@ pub fn build(world: &World) -> Accel {
         occupancy,
         source_below,
         onion: onion::build(world),
-    }
+    };
+    // Whether single moves ask the grid: chosen from sample moves, which
+    // need the rest built.
+    accel.occupancy.single =
+        crate::trace::sieve::choose(&crate::trace::Kernel::new(*world, &accel));
+    accel
 }
 
 /// The bounds of `patch` that a move's swept box reaches exactly when the

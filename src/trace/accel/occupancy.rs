@@ -66,6 +66,23 @@ pub struct Occupancy {
     /// Cells per axis and the cell edge, for reports.
     cells: [u32; 3],
     cell_size: f32,
+    /// Whether single moves ask the grid before their search, chosen once
+    /// per world when it loads; batches always ask.
+    pub single: SingleAsks,
+}
+
+/// Whether single moves ask the grid before their search, per operation
+/// (`[0]` the full trace, `[1]` any-hit), and what that was chosen from
+/// ([`crate::trace::sieve::choose`]), per kind of move (`[0]` rays, `[1]`
+/// box moves).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SingleAsks {
+    pub asks: [bool; 2],
+    /// Per kind, the share of a sample of moves the grid cleared ...
+    pub cleared: [f32; 2],
+    /// ... and per operation and kind, the hierarchy nodes the search
+    /// would have visited for those moves, per move of the sample.
+    pub nodes_saved: [[f32; 2]; 2],
 }
 
 impl Default for Occupancy {
@@ -87,6 +104,11 @@ impl Occupancy {
         table: Vec::new(),
         cells: [0; 3],
         cell_size: 0.0,
+        single: SingleAsks {
+            asks: [false; 2],
+            cleared: [0.0; 2],
+            nodes_saved: [[0.0; 2]; 2],
+        },
     };
 
     /// The grid of everything `bvh` holds: the bounds of every primitive
@@ -176,6 +198,11 @@ impl Occupancy {
             table: vec![0; size],
             cells: cells.to_array(),
             cell_size,
+            single: SingleAsks {
+                asks: [true; 2],
+                cleared: [1.0; 2],
+                nodes_saved: [[f32::INFINITY; 2]; 2],
+            },
         };
         // Which cells the boxes reach (found as a query's cells are): each
         // box adds ±1 at the eight corners of its block of cells in a
