@@ -186,21 +186,27 @@ pub fn missed(query: &TraceQuery) -> TraceResult {
 }
 
 /// The rule [`choose`] applies, from measurements over 35 maps (single
-/// rays and boxes, full trace and any-hit, with the grid asked and not):
-/// a grid of up to this many bytes stays in cache and asking it costs
-/// some instructions only, so every kind that it clears at least
-/// [`CACHED_ASKS_FROM`] of asks ...
+/// rays and boxes, full trace and any-hit, with the grid asked and not).
+/// An operation's single queries ask the grid when, for the sample's rays
+/// or for its boxes, the grid
+/// - has at most [`CACHED_GRID`] bytes (it stays in cache, and asking
+///   costs some instructions only) and clears at least
+///   [`CACHED_ASKS_FROM`] of them;
+/// - or has at most [`LARGE_GRID`] bytes (its loads miss the cache) and
+///   clears at least [`ASKS_FROM`] of them, or the searches it spares
+///   would visit at least [`NODES_SAVED_FROM`] hierarchy nodes per
+///   sampled move;
+/// - or is larger, and those searches would visit at least
+///   [`LARGE_NODES_SAVED_FROM`] nodes per sampled move (where such a grid
+///   cleared 76 % of the boxes, whose searches visited 1.4 nodes per
+///   sampled move, asking still cost more than it saved; where they
+///   visited 2.8, any-hit lost a quarter without it).
 const CACHED_GRID: usize = 256 << 10;
 const CACHED_ASKS_FROM: f32 = 0.05;
-/// ... a larger one misses the cache on its loads, and a kind asks only
-/// when it clears at least [`ASKS_FROM`] of the sample, or the searches
-/// it saves visit at least [`NODES_SAVED_FROM`] hierarchy nodes per sampled
-/// move ...
+const LARGE_GRID: usize = 1280 << 10;
 const ASKS_FROM: f32 = 0.55;
 const NODES_SAVED_FROM: f32 = 1.8;
-/// ... and over this size nothing asks (where it cleared 82 % of box
-/// moves, asking still cost more than it saved).
-const LARGE_GRID: usize = 1280 << 10;
+const LARGE_NODES_SAVED_FROM: f32 = 2.5;
 /// Start points sampled inside the level, and random points tried for
 /// each, at most.
 const SAMPLE_STARTS: usize = 512;
@@ -213,12 +219,12 @@ const SAMPLE_MOVES: usize = 1024;
 /// before their search, for the full trace and for any-hit (see
 /// [`SingleAsks`]): from the grid's size, the share of a sample of moves
 /// it clears and the hierarchy nodes the search visits for those moves
-/// (per sampled move), by the rule above. The sample is the same for the
-/// same world: it starts at empty points inside the level, found as `bspq
-/// workload` finds them; rays are half short moves (16–256 units, any
-/// direction) and half sight lines between two such points, boxes
-/// player-sized, mostly walking (short, nearly level) or dropping, and
-/// small boxes moving any way. Without a grid nothing asks; without a
+/// (per sampled move), by the rule at [`CACHED_GRID`]. The sample is the
+/// same for the same world: it starts at empty points inside the level,
+/// found as `bspq workload` finds them; rays are half short moves (16–256
+/// units, any direction) and half sight lines between two such points,
+/// boxes player-sized, mostly walking (short, nearly level) or dropping,
+/// and small boxes moving any way. Without a grid nothing asks; without a
 /// start point found, everything asks (as the batch does).
 pub fn choose(world: &Kernel) -> SingleAsks {
     let sieve = Sieve::new(world);
@@ -317,7 +323,7 @@ pub fn choose(world: &Kernel) -> SingleAsks {
             } else if bytes <= LARGE_GRID {
                 cleared[kind] >= ASKS_FROM || op[kind] >= NODES_SAVED_FROM
             } else {
-                false
+                op[kind] >= LARGE_NODES_SAVED_FROM
             }
         })
     });
