@@ -11,10 +11,11 @@
 //!
 //! Asking costs a single query about a hundred instructions, and on a
 //! large grid cache misses as well; it pays only where it clears many
-//! moves. So whether single rays and single box moves ask at all is chosen
-//! once per world when it loads ([`choose`]), from the share of a sample of
-//! moves inside the level that the grid clears: no cost per query beyond
-//! reading the choice.
+//! moves. So whether single full traces and single any-hit queries ask at
+//! all is chosen once per world when it loads ([`choose`]), from the
+//! grid's size and a sample of moves inside the level: a query that does
+//! not ask gets a sieve with an empty grid ([`Sieve::single`]), whose
+//! question ends at its first test.
 
 use super::accel::border_starts::BorderStarts;
 use super::accel::occupancy::{Occupancy, SingleAsks};
