@@ -295,20 +295,21 @@ impl<'m> PlacedScene<'m> {
 
     /// Traces `query` through the world and the scene; `pass` is the entity
     /// making the move ([`ENTITY_NONE`] for none). Returns the answer and
-    /// the entity that gave it.
+    /// the entity that gave it. (Inline: a caller tracing many queries
+    /// keeps the world's answer where it is, with no frame around it.)
+    #[inline]
     pub fn trace(
         &self,
         query: &TraceQuery,
         pass: u32,
         scratch: &mut Scratch,
     ) -> (TraceResult, u32) {
-        // (The world's answer written where the answer is returned.)
-        let mut found = (
+        self.entities_after(
             crate::trace::trace(&self.world, query, scratch),
-            ENTITY_NONE,
-        );
-        self.entities_after(&mut found, query, pass, scratch);
-        found
+            query,
+            pass,
+            scratch,
+        )
     }
 
     /// [`PlacedScene::trace`] given the world's answer to `query` (a hull
@@ -321,36 +322,42 @@ impl<'m> PlacedScene<'m> {
         pass: u32,
         scratch: &mut Scratch,
     ) -> (TraceResult, u32) {
-        let mut found = (answer, ENTITY_NONE);
-        self.entities_after(&mut found, query, pass, scratch);
-        found
+        self.entities_after(answer, query, pass, scratch)
     }
 
-    /// `found`, the world's answer (and [`ENTITY_NONE`]), combined with the
-    /// entities': [`PlacedScene::trace_after`].
+    /// The world's `answer` combined with the entities':
+    /// [`PlacedScene::trace_after`]. (The answer is moved into a place of
+    /// its own only when an entity may change it: a move that meets none
+    /// returns the world's answer as it was written.)
     #[inline(always)]
     fn entities_after(
         &self,
-        found: &mut (TraceResult, u32),
+        answer: TraceResult,
         query: &TraceQuery,
         pass: u32,
         scratch: &mut Scratch,
-    ) {
-        if found.0.fraction < 1.0 {
-            found.1 = ENTITY_WORLD;
-        }
-        if found.0.fraction == 0.0 {
-            return;
+    ) -> (TraceResult, u32) {
+        let entity = if answer.fraction < 1.0 {
+            ENTITY_WORLD
+        } else {
+            ENTITY_NONE
+        };
+        if answer.fraction == 0.0 {
+            return (answer, entity);
         }
         let (lo, hi) = move_bounds(query);
         // Most moves meet no entity: they pay this look-up only.
         match self.broadphase.candidates(lo, hi) {
-            None => {}
+            None => (answer, entity),
             Some(Candidates::Small(bits)) => {
-                self.clip_entities(bits, (lo, hi), found, query, pass, scratch)
+                let mut found = (answer, entity);
+                self.clip_entities(bits, (lo, hi), &mut found, query, pass, scratch);
+                found
             }
             Some(Candidates::Large) => {
-                self.clip_entities_large((lo, hi), found, query, pass, scratch)
+                let mut found = (answer, entity);
+                self.clip_entities_large((lo, hi), &mut found, query, pass, scratch);
+                found
             }
         }
     }
@@ -370,13 +377,34 @@ impl<'m> PlacedScene<'m> {
         pass: u32,
         scratch: &mut Scratch,
     ) {
+        // The move is set up at the first candidate that meets it: some
+        // moves' candidates from the slabs all miss it. (One loop around
+        // one call of the entity's clip: with two calls, the clip went out
+        // of line.)
+        let mut rest = candidates;
+        let mut next = || {
+            while rest != 0 {
+                let i = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                if self.broadphase.meets(i, lo, hi) {
+                    return self.entities.get(i);
+                }
+            }
+            None
+        };
+        let Some(mut e) = next() else {
+            return;
+        };
         let mv = Move::new(query, pass, self.owner_of(pass), found.0.fraction, (lo, hi));
-        let _ = self
-            .broadphase
-            .visit_bits(candidates, lo, hi, |i| match self.entities.get(i) {
-                Some(e) => clip_entity(e, found, &mv, scratch),
-                None => ControlFlow::Continue(()),
-            });
+        loop {
+            if clip_entity(e, found, &mv, scratch).is_break() {
+                return;
+            }
+            let Some(after) = next() else {
+                return;
+            };
+            e = after;
+        }
     }
 
     /// [`PlacedScene::clip_entities`] in a large scene.

@@ -130,7 +130,7 @@ pub(crate) fn clip_axial(brush: &AxialBrush, w: &TraceWork) -> BrushClip {
 /// computed in f64 as the reference computes it (`x - e` is `x + -e` in
 /// IEEE arithmetic, and ±1/8 widens exactly).
 #[inline(always)]
-fn epsilon_fraction(d1: f32, epsilon: f32, denom: f32) -> f32 {
+pub(super) fn epsilon_fraction(d1: f32, epsilon: f32, denom: f32) -> f32 {
     ((d1 as f64 + epsilon as f64) / denom as f64) as f32
 }
 
