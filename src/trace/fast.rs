@@ -312,14 +312,18 @@ impl Search {
         Ok(())
     }
 
-    /// Whether a contact ties with the nearest one and reports the same
-    /// plane, flags and contents: then it does not matter which of the two
-    /// the walk meets first (a floor of several brushes, say).
+    /// Whether a contact ties with the nearest one, its window ends where
+    /// the nearest's does, and it reports the same plane, flags and
+    /// contents: then it does not matter which of the two the walk meets
+    /// first (a floor of several brushes, say, or a ray's hits on two
+    /// copies of one patch). Whichever comes first replaces what came
+    /// before (every other contact lies past the window) and keeps the
+    /// other out (a contact at the same fraction, or a ray's facet hit
+    /// crossing past it, replaces nothing), leaving the same answer.
     #[inline(always)]
     fn is_twin(&self, frac: f32, window: f32, contact: &Contact) -> bool {
         frac == self.frac
-            && window == frac
-            && self.window == self.frac
+            && window == self.window
             && self.contact.is_some_and(|c| c.same_report(contact))
     }
 

@@ -240,7 +240,9 @@ fn unlisted_pieces_of_the_committed_maps_are_traced_as_the_walk_does() {
 /// A ray starting exactly on a facet's axial border plane passes that
 /// border wherever it goes, so it can meet the facet far outside the
 /// patch's bounds when the walk tests the patch (see
-/// `world::border_starts`): such rays answer as the walk does.
+/// `world::border_starts`): such rays answer as the walk does, and so do
+/// rays starting with that coordinate on another axis, which the fast
+/// trace answers.
 #[test]
 fn rays_starting_on_a_facet_border_plane_are_traced_as_the_walk_does() {
     let mut rng = Rng::new(0x000b_0de5);
@@ -261,7 +263,7 @@ fn rays_starting_on_a_facet_border_plane_are_traced_as_the_walk_does() {
     }
     assert!(planes.len() > 100, "oa_ctf2 has axial facet borders");
     let mut queries = Vec::new();
-    for _ in 0..20_000 {
+    for i in 0..20_000 {
         let (f, axis, at) = planes[rng.below(planes.len())];
         let patch = world
             .patches
@@ -275,7 +277,14 @@ fn rays_starting_on_a_facet_border_plane_are_traced_as_the_walk_does() {
         for k in 0..3 {
             start[k] = around(patch.mins[k], patch.maxs[k], &mut rng);
         }
-        start[axis] = at;
+        // One in four on another axis's coordinate only: not on the plane,
+        // so the fast trace answers those (see `trace::accel::border_starts`).
+        let on = if i % 4 == 3 {
+            (axis + 1 + rng.below(2)) % 3
+        } else {
+            axis
+        };
+        start[on] = at;
         let dir = Vec3::new(rng.unit() - 0.5, rng.unit() - 0.5, rng.unit() - 0.5);
         let end = ((start + dir.normalize_or(Vec3::Z) * 1024.0 * rng.unit()) * 8.0).round() / 8.0;
         queries.push(TraceQuery::ray(start, end, 1).unwrap());

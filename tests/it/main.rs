@@ -26,6 +26,7 @@ mod listing;
 mod mesh_obj;
 mod movement;
 mod onion;
+mod patch_order;
 mod properties;
 mod pvs;
 mod robustness;
