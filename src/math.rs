@@ -155,3 +155,16 @@ pub fn splat_axes(v: Vec3A) -> [Vec4; 3] {
 pub fn lanes_of(bits: u32) -> BVec4A {
     BVec4A::new(bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0)
 }
+
+/// A direction drawn uniformly over the unit sphere (by rejection from the
+/// cube, so the same generator state gives the same direction everywhere:
+/// the sampled moves of a world's grid choice and `bspq workload`'s files).
+pub fn random_direction(rng: &mut fastrand::Rng) -> Vec3 {
+    loop {
+        let v = Vec3::new(rng.f32(), rng.f32(), rng.f32()) * 2.0 - Vec3::ONE;
+        let length = v.length();
+        if length > 1e-3 && length <= 1.0 {
+            return v / length;
+        }
+    }
+}

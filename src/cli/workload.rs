@@ -35,6 +35,7 @@ use bspq::contents::{
     CONTENTS_PLAYERCLIP, CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT, MASK_SOLID,
 };
 use bspq::map::{read_source, WorldSpec};
+use bspq::math::random_direction;
 use bspq::source::q3bsp::{looks_like_ibsp, Q3Bsp};
 use bspq::trace::Kernel as World;
 use bspq::trace::{point_contents, trace, InvalidTrace, Scratch, TraceQuery};
@@ -184,7 +185,7 @@ fn inside_points(
 fn ray(starts: &[Vec3], rng: &mut fastrand::Rng, i: usize) -> Result<TraceQuery, InvalidTrace> {
     let start = pick(starts, rng);
     let end = if i.is_multiple_of(2) {
-        start + direction(rng) * (16.0 + 240.0 * rng.f32())
+        start + random_direction(rng) * (16.0 + 240.0 * rng.f32())
     } else {
         pick(starts, rng)
     };
@@ -236,7 +237,7 @@ fn moving_box(
     } else if roll < 0.70 {
         start - Vec3::Z * (16.0 + 984.0 * rng.f32())
     } else {
-        start + direction(rng) * (400.0 * rng.f32())
+        start + random_direction(rng) * (400.0 * rng.f32())
     };
     TraceQuery::boxed(start, snap(end), mins, maxs, mask)
 }
@@ -257,17 +258,6 @@ fn small_box(rng: &mut fastrand::Rng) -> ([f32; 3], [f32; 3]) {
         maxs[k] = snap_scalar(offset + half);
     }
     (mins, maxs)
-}
-
-/// A direction uniform over the sphere.
-fn direction(rng: &mut fastrand::Rng) -> Vec3 {
-    loop {
-        let v = Vec3::new(rng.f32(), rng.f32(), rng.f32()) * 2.0 - Vec3::ONE;
-        let length = v.length();
-        if length > 1e-3 && length <= 1.0 {
-            return v / length;
-        }
-    }
 }
 
 fn pick(starts: &[Vec3], rng: &mut fastrand::Rng) -> Vec3 {

@@ -23,7 +23,7 @@ use super::walk::WalkStats;
 use super::work::{Scratch, TraceQuery, TraceResult};
 use super::Kernel;
 use crate::contents::{CONTENTS_PLAYERCLIP, CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SOLID};
-use crate::math::Vec3;
+use crate::math::{random_direction, Vec3};
 use glam::{BVec4A, Vec3A, Vec4};
 
 /// The grid of a world without one: nothing is known clear.
@@ -273,7 +273,7 @@ pub fn choose(world: &Kernel) -> SingleAsks {
             i += 1;
             let start = pick(rng);
             let end = if i.is_multiple_of(2) {
-                start + direction(rng) * (16.0 + 240.0 * rng.f32())
+                start + random_direction(rng) * (16.0 + 240.0 * rng.f32())
             } else {
                 pick(rng)
             };
@@ -308,7 +308,7 @@ pub fn choose(world: &Kernel) -> SingleAsks {
             } else if roll < 0.70 {
                 start - Vec3::Z * (16.0 + 984.0 * rng.f32())
             } else {
-                start + direction(rng) * (400.0 * rng.f32())
+                start + random_direction(rng) * (400.0 * rng.f32())
             };
             TraceQuery::boxed(start, end, mins, maxs, MASK_PLAYERSOLID).ok()
         },
@@ -380,15 +380,4 @@ fn inside_points(world: &Kernel, rng: &mut fastrand::Rng) -> Vec<Vec3> {
         }
     }
     points
-}
-
-/// A direction uniform over the sphere.
-fn direction(rng: &mut fastrand::Rng) -> Vec3 {
-    loop {
-        let v = Vec3::new(rng.f32(), rng.f32(), rng.f32()) * 2.0 - Vec3::ONE;
-        let length = v.length();
-        if length > 1e-3 && length <= 1.0 {
-            return v / length;
-        }
-    }
 }
