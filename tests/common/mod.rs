@@ -76,6 +76,18 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
+    let (out, written) = bspq_reading(args, input);
+    written.expect("input written");
+    out
+}
+
+/// [`bspq_with_input`] for a run that may stop reading early: how it ended,
+/// and whether all of `input` was written.
+pub fn bspq_reading<I, S>(args: I, input: &[u8]) -> (std::process::Output, std::io::Result<()>)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
@@ -91,8 +103,14 @@ where
     let input = input.to_vec();
     let writer = std::thread::spawn(move || stdin.write_all(&input));
     let out = child.wait_with_output().expect("bspq ends");
-    writer.join().expect("writer").expect("input written");
-    out
+    (out, writer.join().expect("writer"))
+}
+
+/// Answer lines (JSON, one a line), parsed.
+pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("JSON answer lines"))
+        .collect()
 }
 
 /// `bspq trace --world` on committed map `map` with `input` (query lines):
@@ -107,11 +125,7 @@ pub fn trace_lines(map: &str, input: &str) -> Vec<serde_json::Value> {
         ],
         input.as_bytes(),
     );
-    String::from_utf8(out.stdout)
-        .expect("utf-8 answers")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON answer lines"))
-        .collect()
+    json_lines(&String::from_utf8(out.stdout).expect("utf-8 answers"))
 }
 
 /// Parses and validates one query line (test data is trusted to be valid).

@@ -667,23 +667,10 @@ fn a_closed_stdout_ends_workload_quietly() {
     assert_eq!(out.status.code(), Some(141), "{stderr}");
 }
 
-/// Runs `bspq trace ARGS` on `input` (bytes); stdout and stderr.
+/// Runs `bspq trace ARGS` on `input` (bytes); stdout and stderr. (A run
+/// that stops early stops reading: what was not written is ignored.)
 fn trace_bytes(args: &[&str], input: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bspq"))
-        .arg("trace")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bspq runs");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let data = input.to_vec();
-    // A run that stops early stops reading: ignore EPIPE.
-    let writer = std::thread::spawn(move || stdin.write_all(&data));
-    let out = child.wait_with_output().expect("bspq ends");
-    let _ = writer.join();
-    out
+    common::bspq_reading(std::iter::once("trace").chain(args.iter().copied()), input).0
 }
 
 /// `bspq trace --server` prints what offline `trace` prints, byte for

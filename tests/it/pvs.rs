@@ -672,11 +672,7 @@ fn pvs_lines_over_a_server_equal_offline() {
     let input = lines.join("\n") + "\n";
     let (offline, remote) = server.trace_offline_and_remote("q3dm6ish", &input);
     assert_eq!(remote, offline);
-    let answers: Vec<serde_json::Value> = offline
-        .1
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let answers = common::json_lines(&offline.1);
     assert_eq!(answers.len(), lines.len());
     assert_eq!(offline.0, Some(1), "the bad lines fail the run");
     assert_eq!(answers[0]["visible"].as_array().unwrap().len(), 20);
