@@ -49,15 +49,18 @@ pub(super) struct Broadphase {
 }
 
 /// A small scene's slab sets: per axis, per slab, one `u128` each. The
-/// look-up is then six loads at indices masked to the table's size (no
+/// look-up is then six loads at offsets masked to the table's size (no
 /// slice bounds, no per-word loop), a third of the general look-up's
-/// instructions being its index arithmetic and slice checks.
+/// instructions being its index arithmetic and slice checks. (The offsets
+/// are in bytes, scaled in the vector lanes with one shift: a record is 32
+/// bytes, beyond an address's scale.)
 #[derive(Debug)]
 struct SmallSlabs {
     slabs: [[SlabSets; MAX_SLABS as usize]; 3],
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 struct SlabSets {
     starting: u128,
     ending: u128,
@@ -141,11 +144,22 @@ impl Broadphase {
     /// The slab of `p` along each axis.
     #[inline(always)]
     fn slab_of(&self, p: impl Into<Vec3A>) -> [usize; 3] {
-        rounded_lanes(
-            ((p.into() - self.origin) * self.scale)
-                .max(Vec3A::ZERO)
-                .min(self.last),
-        )
+        rounded_lanes::<0>(self.slab_lanes(p.into()))
+    }
+
+    /// [`Broadphase::slab_of`] times a small scene's record size: the
+    /// records' offsets in their rows.
+    #[inline(always)]
+    fn slab_offsets(&self, p: Vec3A) -> [usize; 3] {
+        rounded_lanes::<SLAB_SHIFT>(self.slab_lanes(p))
+    }
+
+    /// `p`'s slab along each axis before rounding.
+    #[inline(always)]
+    fn slab_lanes(&self, p: Vec3A) -> Vec3A {
+        ((p - self.origin) * self.scale)
+            .max(Vec3A::ZERO)
+            .min(self.last)
     }
 
     /// Calls `visit` with the index of each entity whose
@@ -224,16 +238,21 @@ impl Broadphase {
     #[inline(always)]
     fn small_bits(&self, small: &SmallSlabs, lo: Vec3A, hi: Vec3A) -> u128 {
         // Slabs are below `MAX_SLABS`, a power of two: the mask keeps the
-        // index in the row without a bounds check and changes nothing.
-        let slab = |p| self.slab_of(p).map(|k| k & (MAX_SLABS as usize - 1));
-        let (l, h) = (slab(lo), slab(hi));
-        let [x, y, z] = &small.slabs;
-        x[h[0]].starting
-            & y[h[1]].starting
-            & z[h[2]].starting
-            & x[l[0]].ending
-            & y[l[1]].ending
-            & z[l[2]].ending
+        // offset in the row without a bounds check and changes nothing.
+        const RECORD: usize = std::mem::size_of::<SlabSets>();
+        const _: () = assert!(RECORD == 1 << SLAB_SHIFT);
+        let row_mask = (MAX_SLABS as usize - 1) * RECORD;
+        let at = |p| self.slab_offsets(p).map(|k| k & row_mask);
+        let (l, h) = (at(lo), at(hi));
+        let [x, y, z] = small.slabs.each_ref().map(bytemuck::bytes_of);
+        // `starting` at a record's offset, `ending` 16 bytes further.
+        let set = |row: &[u8], at: usize| bytemuck::pod_read_unaligned::<u128>(&row[at..at + 16]);
+        set(x, h[0])
+            & set(y, h[1])
+            & set(z, h[2])
+            & set(x, l[0] + 16)
+            & set(y, l[1] + 16)
+            & set(z, l[2] + 16)
     }
 
     /// Calls `visit` with each entity of `found` (bit `i`: entity `i`)
@@ -265,18 +284,22 @@ impl Broadphase {
     }
 }
 
+/// A small scene's slab record is `1 << SLAB_SHIFT` bytes.
+const SLAB_SHIFT: i32 = 5;
+
 /// `v`'s lanes (each in `0..=63`, not NaN) rounded to the nearest integer,
-/// ties to even.
+/// ties to even, times `1 << SHIFT` (`SHIFT` at most 10).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn rounded_lanes(v: Vec3A) -> [usize; 3] {
-    use std::arch::x86_64::{_mm_cvtps_epi32, _mm_extract_epi16};
+fn rounded_lanes<const SHIFT: i32>(v: Vec3A) -> [usize; 3] {
+    use std::arch::x86_64::{_mm_cvtps_epi32, _mm_extract_epi16, _mm_slli_epi32};
     // One conversion for the three lanes (rounding as the default MXCSR
-    // mode does: to nearest, ties to even), each lane then read into a
-    // register as it is: cheaper than the rounding bias and masks below.
+    // mode does: to nearest, ties to even), scaled by one shift, each lane
+    // then read into a register as it is: cheaper than the rounding bias
+    // and masks below.
     // SAFETY: value-only SSE2 intrinsics (every x86_64 processor has SSE2).
     unsafe {
-        let rounded = _mm_cvtps_epi32(v.into());
+        let rounded = _mm_slli_epi32::<SHIFT>(_mm_cvtps_epi32(v.into()));
         [
             _mm_extract_epi16::<0>(rounded) as usize,
             _mm_extract_epi16::<2>(rounded) as usize,
@@ -286,15 +309,15 @@ fn rounded_lanes(v: Vec3A) -> [usize; 3] {
 }
 
 /// `v`'s lanes (each in `0..=63`, not NaN) rounded to the nearest integer,
-/// ties to even.
+/// ties to even, times `1 << SHIFT`.
 #[cfg(not(target_arch = "x86_64"))]
 #[inline(always)]
-fn rounded_lanes(v: Vec3A) -> [usize; 3] {
+fn rounded_lanes<const SHIFT: i32>(v: Vec3A) -> [usize; 3] {
     // Adding 2²³ rounds a float in `0..2²²` to an integer held in the low
     // bits of the sum's mantissa.
     (v + Vec3A::splat(8_388_608.0))
         .to_array()
-        .map(|b| (b.to_bits() & 0x007f_ffff) as usize)
+        .map(|b| ((b.to_bits() & 0x007f_ffff) as usize) << SHIFT)
 }
 
 /// What [`Broadphase::candidates`] found.

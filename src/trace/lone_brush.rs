@@ -26,7 +26,7 @@ use super::Kernel;
 use crate::margins::SURFACE_CLIP_EPSILON;
 use crate::math::Vec3;
 use crate::world::Plane;
-use glam::Vec3A;
+use glam::{BVec3A, Vec3A};
 
 /// The one brush of a world, taken out of it.
 #[derive(Debug, Clone)]
@@ -130,6 +130,16 @@ impl LoneBrush {
         clip_side_lanes(&self.lanes, &sweep.work(start, end))
     }
 
+    /// The brush as an axial box, when it is one.
+    pub(crate) fn axial(&self) -> Option<&LoneAxial> {
+        self.axial.as_ref()
+    }
+
+    /// The brush's contents.
+    pub(crate) fn contents(&self) -> u32 {
+        self.contents
+    }
+
     /// The answer of a [`LoneBrush::clip`] (no `endpos`), as
     /// [`LoneBrush::trace_box`] gives it.
     pub(crate) fn result(&self, clip: LoneClip) -> TraceResult {
@@ -152,12 +162,17 @@ impl LoneBrush {
     }
 }
 
-/// An axial box brush as a lone brush clips it: the world's record of it
-/// and, for each set of lanes that a move enters latest, the first of
-/// their sides in brush order.
-#[derive(Debug, Clone)]
-struct LoneAxial {
-    record: AxialBrush,
+/// An axial box brush as a lone brush clips it: the world's record's
+/// faces and, for each set of lanes that a move enters latest, the first of
+/// their sides in brush order. (A scene keeps a copy beside each entity's
+/// bounds, so that a move reads one entity from a few adjacent lines: the
+/// faces first, on the line after the bounds.)
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub(crate) struct LoneAxial {
+    /// The record's `pos` and `neg` ([`AxialBrush`]).
+    pos: Vec3A,
+    neg: Vec3A,
     /// At `mask` (bit `k < 3`: side `+e_k`, lane `k` of `pos_side`; bit
     /// `3 + k`: side `-e_k`, lane `k` of `neg_side`), the least side index
     /// of those set.
@@ -175,7 +190,8 @@ impl LoneAxial {
                 .unwrap_or(0)
         });
         LoneAxial {
-            record: *record,
+            pos: record.pos,
+            neg: record.neg,
             first_side,
         }
     }
@@ -194,48 +210,109 @@ impl LoneAxial {
     /// `max(frac, 0)` as [`LoneBrush::clip`] returns any other. The tests
     /// hold this clip to the world's on random moves, bit for bit.
     #[inline(always)]
-    fn clip(&self, sweep: &BoxSweep, start: Vec3A, end: Vec3A) -> LoneClip {
+    pub(crate) fn clip(&self, sweep: &BoxSweep, start: Vec3A, end: Vec3A) -> LoneClip {
+        // (The closure always gives the fractions, so there is always a
+        // clip.)
+        self.clip_with(sweep, start, end, |d1, e, denom| {
+            Some(wide_fractions(d1, e, denom))
+        })
+        .unwrap_or(LoneClip::Miss)
+    }
+
+    /// [`LoneAxial::clip`], or `None` when a fraction would be taken in
+    /// `f64` (a sum `d1 ± 1/8` that `f32` does not hold exactly): a scene's
+    /// loop over the entities a move meets then traces that entity in
+    /// full, so that the loop makes no call.
+    #[inline(always)]
+    pub(crate) fn clip_exact(
+        &self,
+        sweep: &BoxSweep,
+        start: Vec3A,
+        end: Vec3A,
+    ) -> Option<LoneClip> {
+        self.clip_with(sweep, start, end, |_, _, _| None)
+    }
+
+    /// [`LoneAxial::clip`], the fractions of a move whose sums are not
+    /// exact in `f32` given by `wide` (from `d1`, `e`, `denom`), or none.
+    #[inline(always)]
+    fn clip_with(
+        &self,
+        sweep: &BoxSweep,
+        start: Vec3A,
+        end: Vec3A,
+        wide: impl FnOnce([Vec3A; 2], [Vec3A; 2], [Vec3A; 2]) -> Option<[Vec3A; 2]>,
+    ) -> Option<LoneClip> {
         const _: () = assert!(SURFACE_CLIP_EPSILON == 0.125);
         let epsilon = Vec3A::splat(SURFACE_CLIP_EPSILON as f32);
-        let brush = &self.record;
-        let pos = brush.pos - sweep.lower;
-        let neg = brush.neg + sweep.extents;
+        let pos = self.pos - sweep.lower;
+        let neg = self.neg + sweep.extents;
         let d1 = [start - pos, -start - neg];
         let d2 = [end - pos, -end - neg];
         let front1 = [d1[0].cmpgt(Vec3A::ZERO), d1[1].cmpgt(Vec3A::ZERO)];
         let away = |h: usize| front1[h] & (d2[h].cmpge(epsilon) | d2[h].cmpge(d1[h]));
         if (away(0) | away(1)).any() {
-            return LoneClip::Miss;
+            return Some(LoneClip::Miss);
         }
         if !(front1[0] | front1[1]).any() {
             let gets_out = (d2[0].cmpgt(Vec3A::ZERO) | d2[1].cmpgt(Vec3A::ZERO)).any();
-            return LoneClip::Inside { gets_out };
+            return Some(LoneClip::Inside { gets_out });
         }
+        let crossing: [BVec3A; 2] =
+            std::array::from_fn(|h| !(d1[h].cmple(Vec3A::ZERO) & d2[h].cmple(Vec3A::ZERO)));
+        let enters = [d1[0].cmpgt(d2[0]), d1[1].cmpgt(d2[1])];
+        let e = [
+            Vec3A::select(enters[0], -epsilon, epsilon),
+            Vec3A::select(enters[1], -epsilon, epsilon),
+        ];
+        let denom = [d1[0] - d2[0], d1[1] - d2[1]];
+        // The fractions in `f32` where `d1 ± 1/8` is exact in `f32` (as
+        // it is for moves on a map's grid): the quotient of two floats,
+        // rounded to `f64` and then to `f32`, is the quotient rounded to
+        // `f32` (53 ≥ 2 · 24 + 2 bits), so the lanes are the reference's
+        // `f64` fractions. A sum `s = d1 + e` is exact exactly when both
+        // `s - d1 == e` and `s - e == d1` (the difference from the larger
+        // term is exact, so it equals the other only if nothing was
+        // rounded away). Otherwise the `f64` quotients, lane by lane.
+        let sum = [d1[0] + e[0], d1[1] + e[1]];
+        let exact = |h: usize| (sum[h] - d1[h]).cmpeq(e[h]) & (sum[h] - e[h]).cmpeq(d1[h]);
+        let inexact = (crossing[0] & !exact(0)) | (crossing[1] & !exact(1));
+        let f = if inexact.any() {
+            wide(d1, e, denom)?
+        } else {
+            [sum[0] / denom[0], sum[1] / denom[1]]
+        };
         let mut enter = [Vec3A::ZERO; 2];
         let mut leave = [Vec3A::ZERO; 2];
         for h in 0..2 {
-            let crossing = !(d1[h].cmple(Vec3A::ZERO) & d2[h].cmple(Vec3A::ZERO));
-            let enters = d1[h].cmpgt(d2[h]);
-            let e = Vec3A::select(enters, -epsilon, epsilon).to_array();
-            let denom = (d1[h] - d2[h]).to_array();
-            let a = d1[h].to_array();
-            let f: [f32; 3] = std::array::from_fn(|k| epsilon_fraction(a[k], e[k], denom[k]));
-            let f = Vec3A::from_array(f);
-            let clamped = Vec3A::select(f.cmplt(Vec3A::ZERO), Vec3A::ZERO, f);
-            enter[h] = Vec3A::select(enters & crossing, clamped, Vec3A::NEG_INFINITY);
-            leave[h] = Vec3A::select(!enters & crossing, f, Vec3A::INFINITY);
+            let clamped = Vec3A::select(f[h].cmplt(Vec3A::ZERO), Vec3A::ZERO, f[h]);
+            enter[h] = Vec3A::select(enters[h] & crossing[h], clamped, Vec3A::NEG_INFINITY);
+            leave[h] = Vec3A::select(!enters[h] & crossing[h], f[h], Vec3A::INFINITY);
         }
         let largest = enter[0].max(enter[1]).max_element();
         let leave = leave[0].min(leave[1]).min_element().min(1.0);
         if largest == f32::NEG_INFINITY || largest >= leave {
-            return LoneClip::Miss;
+            return Some(LoneClip::Miss);
         }
         let at = |h: usize| enter[h].cmpeq(Vec3A::splat(largest)).bitmask() as usize & 7;
-        LoneClip::Enter {
+        Some(LoneClip::Enter {
             frac: largest.max(0.0),
             side: self.first_side[at(0) | at(1) << 3] as usize,
-        }
+        })
     }
+}
+
+/// The fractions `(d1 + e) / denom` of both halves' lanes in `f64`, as the
+/// reference computes them ([`epsilon_fraction`]).
+#[cold]
+#[inline(never)]
+fn wide_fractions(d1: [Vec3A; 2], e: [Vec3A; 2], denom: [Vec3A; 2]) -> [Vec3A; 2] {
+    std::array::from_fn(|h| {
+        let (a, e, denom) = (d1[h].to_array(), e[h].to_array(), denom[h].to_array());
+        Vec3A::from_array(std::array::from_fn(|k| {
+            epsilon_fraction(a[k], e[k], denom[k])
+        }))
+    })
 }
 
 /// A query's box as every one-brush clip of its move takes it, set up once
@@ -266,6 +343,18 @@ impl BoxSweep {
             is_point: (lower.cmpeq(Vec3A::ZERO) & extents.cmpeq(Vec3A::ZERO)).all(),
             mask,
         }
+    }
+
+    /// The box's centre, which the move's points are moved by.
+    #[inline(always)]
+    pub(crate) fn offset(&self) -> Vec3A {
+        self.offset
+    }
+
+    /// The mask the box collides with.
+    #[inline(always)]
+    pub(crate) fn mask(&self) -> u32 {
+        self.mask
     }
 
     /// [`TraceWork::of_move`] of this box from `start` to `end` (the

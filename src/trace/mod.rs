@@ -58,7 +58,7 @@ pub use batch::{
 pub use contents::point_contents;
 #[cfg(feature = "exact")]
 pub use exact::reference_trace;
-pub(crate) use lone_brush::{BoxSweep, LoneBrush};
+pub(crate) use lone_brush::{BoxSweep, LoneAxial, LoneBrush, LoneClip};
 pub use onion::{trace_hull, trace_hull_with_stats, HullError, HullQuery, HullStats};
 pub use shape::{ConvexHull, InvalidShape, Shape};
 pub use walk::WalkStats;
