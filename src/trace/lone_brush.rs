@@ -458,8 +458,16 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(0x10e_a61a);
         let mut kinds = [0usize; 3];
         let mut ties = 0;
+        let (mut exact, mut inexact) = (0, 0);
         for case in 0..200_000 {
-            let scale = if case % 10 == 0 { 500_000.0 } else { 300.0 };
+            let scale = match case % 10 {
+                0 => 500_000.0,
+                5 => 0.05,
+                _ => 300.0,
+            };
+            // Near the origin, every length 1/1024 as long: distances so
+            // small that `d1 ± 1/8` is not always exact in `f32`.
+            let unit = if case % 10 == 5 { 1.0 / 1024.0 } else { 1.0 };
             let centre = Vec3::new(
                 coord(&mut rng, scale),
                 coord(&mut rng, scale),
@@ -469,7 +477,7 @@ mod tests {
                 coord(&mut rng, 128.0).abs(),
                 coord(&mut rng, 128.0).abs(),
                 coord(&mut rng, 128.0).abs(),
-            );
+            ) * unit;
             let (lo, hi) = (centre - half, centre + half);
             let mut order = [0, 1, 2, 3, 4, 5];
             rng.shuffle(&mut order);
@@ -507,8 +515,9 @@ mod tests {
                     (a.min(b), a.max(b))
                 }
             };
+            let (mins, maxs) = (mins * unit, maxs * unit);
             let sweep = BoxSweep::new(mins, maxs, 1);
-            let reach = half + Vec3::splat(48.0);
+            let reach = half + Vec3::splat(48.0 * unit);
             let near = |rng: &mut fastrand::Rng| {
                 centre + Vec3::new(coord(rng, 2.0), coord(rng, 2.0), coord(rng, 2.0)) * reach
             };
@@ -517,7 +526,13 @@ mod tests {
                 0 | 1 => {
                     // From or to a face of the box grown by the sweep's box.
                     let axis = rng.usize(..3);
-                    let off = [0.0, 0.125, -0.125, 0.0625, -0.0625][rng.usize(..5)];
+                    // (Off the grid by less than 1/4 unit a third of the
+                    // time: a distance `d1` so small that `d1 ± 1/8` is not
+                    // exact in `f32`.)
+                    let off = match rng.usize(..3) {
+                        0 => rng.f32() * 0.5 - 0.25,
+                        _ => [0.0, 0.125, -0.125, 0.0625, -0.0625][rng.usize(..5)],
+                    };
                     let face = if rng.bool() {
                         hi[axis] - mins[axis] + off
                     } else {
@@ -560,6 +575,15 @@ mod tests {
                 bits(world),
                 "case {case}: {planes:?} {mins} {maxs} {start} {end}"
             );
+            // The scene loop's clip answers the same, or leaves the move
+            // to `clip` (a fraction's sum not exact in `f32`).
+            match lone.clip_exact(&sweep, start, end) {
+                Some(clip) => {
+                    assert_eq!(bits(clip), bits(world), "case {case}: exact");
+                    exact += 1;
+                }
+                None => inexact += 1,
+            }
             kinds[bits(world).0 as usize] += 1;
             if let (2, LoneClip::Enter { frac, .. }) = (case % 6, world) {
                 let entered = |h: usize| {
@@ -574,5 +598,9 @@ mod tests {
         }
         assert!(kinds.iter().all(|&n| n > 5_000), "{kinds:?}");
         assert!(ties > 1_000, "{ties} moves entering at an edge or a corner");
+        assert!(
+            exact > 50_000 && inexact > 5_000,
+            "{exact} exact, {inexact} not"
+        );
     }
 }
