@@ -445,8 +445,8 @@ fn align16(n: usize) -> usize {
 }
 
 /// Where the inline models of a parsed file lie: model `*k`'s nested file
-/// is `bytes[ranges[k - 1]]` (absolute offsets). Checks the table as the
-/// module docs lay it out (the count against the section's length, every
+/// is `bytes[ranges[k - 1]]` (absolute offsets). Checks the table as
+/// `docs/world-file.md` lays it out (the count against the section's length, every
 /// entry's alignment, order, bounds and length, the zero padding, the
 /// section ending with the last model); the nested files themselves are
 /// checked by loading them.
@@ -595,6 +595,11 @@ pub fn write(world: &WorldData) -> Vec<u8> {
     write_with_models(world, &models)
 }
 
+/// A section's kind, record count and bytes, for the writer.
+fn records<T: Pod>(kind: SectionKind, records: &[T]) -> (SectionKind, usize, &[u8]) {
+    (kind, records.len(), bytemuck::cast_slice(records))
+}
+
 /// The models section for the nested files `models` (each a whole world
 /// file): the count, the table, then the files at 16-byte boundaries.
 fn models_section(models: &[Vec<u8>]) -> Vec<u8> {
@@ -625,144 +630,50 @@ pub fn write_with_models(world: &WorldData, models: &[Vec<u8>]) -> Vec<u8> {
     let meta_json = serde_json::to_vec(&meta).unwrap_or_default();
     let models_body = models_section(models);
     let mut bodies: Vec<(SectionKind, usize, &[u8])> = vec![
-        (SectionKind::Meta, meta_json.len(), &meta_json),
-        (
-            SectionKind::Planes,
-            world.planes.len(),
-            bytemuck::cast_slice(&world.planes),
-        ),
-        (
-            SectionKind::Brushes,
-            world.brushes.len(),
-            bytemuck::cast_slice(&world.brushes),
-        ),
-        (
-            SectionKind::BrushSides,
-            world.brush_sides.len(),
-            bytemuck::cast_slice(&world.brush_sides),
-        ),
-        (
-            SectionKind::Nodes,
-            world.nodes.len(),
-            bytemuck::cast_slice(&world.nodes),
-        ),
-        (
-            SectionKind::Leaves,
-            world.leaves.len(),
-            bytemuck::cast_slice(&world.leaves),
-        ),
-        (
-            SectionKind::LeafBrushes,
-            world.leaf_brushes.len(),
-            bytemuck::cast_slice(&world.leaf_brushes),
-        ),
-        (
-            SectionKind::LeafPatches,
-            world.leaf_patches.len(),
-            bytemuck::cast_slice(&world.leaf_patches),
-        ),
-        (
-            SectionKind::Patches,
-            world.patches.len(),
-            bytemuck::cast_slice(&world.patches),
-        ),
-        (
-            SectionKind::PatchPlanes,
-            world.patch_planes.len(),
-            bytemuck::cast_slice(&world.patch_planes),
-        ),
-        (
-            SectionKind::Facets,
-            world.facets.len(),
-            bytemuck::cast_slice(&world.facets),
-        ),
-        (
-            SectionKind::FacetBorders,
-            world.facet_borders.len(),
-            bytemuck::cast_slice(&world.facet_borders),
-        ),
-        (SectionKind::Entities, world.entities.len(), &world.entities),
-        (SectionKind::Models, models_body.len(), &models_body),
+        records(SectionKind::Meta, &meta_json),
+        records(SectionKind::Planes, &world.planes),
+        records(SectionKind::Brushes, &world.brushes),
+        records(SectionKind::BrushSides, &world.brush_sides),
+        records(SectionKind::Nodes, &world.nodes),
+        records(SectionKind::Leaves, &world.leaves),
+        records(SectionKind::LeafBrushes, &world.leaf_brushes),
+        records(SectionKind::LeafPatches, &world.leaf_patches),
+        records(SectionKind::Patches, &world.patches),
+        records(SectionKind::PatchPlanes, &world.patch_planes),
+        records(SectionKind::Facets, &world.facets),
+        records(SectionKind::FacetBorders, &world.facet_borders),
+        records(SectionKind::Entities, &world.entities),
+        records(SectionKind::Models, &models_body),
     ];
     // Worlds without hulls have no hull sections.
     if !world.info.hulls.is_empty() {
         bodies.extend([
-            (
-                SectionKind::LeafHullSolid,
-                world.leaf_hull_solid.len(),
-                bytemuck::cast_slice(&world.leaf_hull_solid),
-            ),
-            (
-                SectionKind::HullLeaves,
-                world.hull_leaves.len(),
-                bytemuck::cast_slice(&world.hull_leaves),
-            ),
-            (
-                SectionKind::HullLeafBrushes,
-                world.hull_leaf_brushes.len(),
-                bytemuck::cast_slice(&world.hull_leaf_brushes),
-            ),
-            (
-                SectionKind::HullLeafPatches,
-                world.hull_leaf_patches.len(),
-                bytemuck::cast_slice(&world.hull_leaf_patches),
-            ),
+            records(SectionKind::LeafHullSolid, &world.leaf_hull_solid),
+            records(SectionKind::HullLeaves, &world.hull_leaves),
+            records(SectionKind::HullLeafBrushes, &world.hull_leaf_brushes),
+            records(SectionKind::HullLeafPatches, &world.hull_leaf_patches),
         ]);
     }
     if !world.shape_bevel_ranges.is_empty() {
-        bodies.push((
-            SectionKind::ShapeBevelRanges,
-            world.shape_bevel_ranges.len(),
-            bytemuck::cast_slice(&world.shape_bevel_ranges),
-        ));
-        bodies.push((
-            SectionKind::ShapeBevels,
-            world.shape_bevels.len(),
-            bytemuck::cast_slice(&world.shape_bevels),
-        ));
+        bodies.extend([
+            records(SectionKind::ShapeBevelRanges, &world.shape_bevel_ranges),
+            records(SectionKind::ShapeBevels, &world.shape_bevels),
+        ]);
     }
     // Written before the source tree's, which some tools expect last.
     if !world.source_leaf_vis.is_empty() {
         bodies.extend([
-            (
-                SectionKind::SourceLeafVis,
-                world.source_leaf_vis.len(),
-                bytemuck::cast_slice(&world.source_leaf_vis),
-            ),
-            (
-                SectionKind::Visibility,
-                world.visibility.len(),
-                &world.visibility[..],
-            ),
-            (
-                SectionKind::AreaPortals,
-                world.area_portals.len(),
-                bytemuck::cast_slice(&world.area_portals),
-            ),
+            records(SectionKind::SourceLeafVis, &world.source_leaf_vis),
+            records(SectionKind::Visibility, &world.visibility),
+            records(SectionKind::AreaPortals, &world.area_portals),
         ]);
     }
     if !world.source_leaves.is_empty() {
         bodies.extend([
-            (
-                SectionKind::SourceNodes,
-                world.source_nodes.len(),
-                bytemuck::cast_slice(&world.source_nodes),
-            ),
-            (
-                SectionKind::SourceLeaves,
-                world.source_leaves.len(),
-                bytemuck::cast_slice(&world.source_leaves),
-            ),
-            (
-                SectionKind::SourceLeafBrushes,
-                world.source_leaf_brushes.len(),
-                bytemuck::cast_slice(&world.source_leaf_brushes),
-            ),
-            (
-                SectionKind::SourceLeafPatches,
-                world.source_leaf_patches.len(),
-                bytemuck::cast_slice(&world.source_leaf_patches),
-            ),
+            records(SectionKind::SourceNodes, &world.source_nodes),
+            records(SectionKind::SourceLeaves, &world.source_leaves),
+            records(SectionKind::SourceLeafBrushes, &world.source_leaf_brushes),
+            records(SectionKind::SourceLeafPatches, &world.source_leaf_patches),
         ]);
     }
     let align = align16;
