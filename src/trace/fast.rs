@@ -1,31 +1,17 @@
 //! The fast trace of moves (rays, boxes and plane-shifted shapes): find the
-//! brushes and patches near the move with the kernel's bounding-volume
-//! hierarchy ([`super::accel::bvh`]), clip each on its own, and keep the
-//! nearest contact.
+//! primitives near the move in the hierarchy ([`super::accel::bvh`]), clip
+//! each on its own, keep the nearest contact and the runner-up.
 //!
-//! The BSP walk ([`super::tree`], [`super::sweep`]) answers in the
-//! reference's visit order, and that order decides only in a few cases: two
-//! contacts at the same fraction (the first found wins); a contact at
-//! fraction 0 or a brush the whole move lies inside (the walk stops there,
-//! so what it met before or would meet after depends on the order); and a
-//! ray's patch hit, which replaces an earlier contact when the ray
-//! *crosses* the patch no later than it (a window of 1/8 unit past the hit's
-//! fraction). Everything else is order-free: the nearest contact wins in
-//! every order when its window ends before any other contact's fraction,
-//! and so does a tie between contacts that report the same plane, flags and
-//! contents (a floor made of several brushes).
-//! So the search clips candidates in any order, keeps the nearest and the
-//! runner-up, and answers when the order cannot matter (also a move inside
-//! brushes of one contents that touches nothing else); otherwise it says
-//! [`Outcome::Undecided`] and the caller asks the walk. The answers are the
-//! walk's, bit for bit (tested on every committed oracle query and on
-//! grazing moves).
-//!
-//! Why no candidate is missed: a brush or patch can only be touched by a
-//! centre inside its cull box grown by the moving shape's half-size (see
-//! [`super::accel`]), and no contact's fraction is below the
-//! fraction where the move enters that grown box, so subtrees entered past
-//! the current window's end hold nothing that could change the answer.
+//! The walk's visit order decides only three cases: contacts at the same
+//! fraction (the first found wins), a contact at fraction 0 or a brush the
+//! whole move lies inside (the walk stops there), and a ray's patch hit,
+//! which replaces an earlier contact it crosses no later than 1/8 unit past
+//! (its window). Otherwise the nearest contact wins in every order when its
+//! window ends before any other contact (ties reporting the same plane,
+//! flags and contents count as one), and the search answers; else it says
+//! [`Outcome::Undecided`] and the caller asks the walk. No candidate is
+//! missed: no contact lies before the move enters its primitive's cull box
+//! grown by the shape, so subtrees entered past the window hold none.
 
 use super::accel::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDE, WIDTH};
 use super::accel::cores::CoreLanes;

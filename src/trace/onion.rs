@@ -1,24 +1,16 @@
 //! Hull traces through the onion tree (see `compile::onion`): a registered
 //! box size traced as a point.
 //!
-//! The box's centre walks the tree as a ray does (planes thickened only by
-//! the walk's slack); each leaf it reaches names, for the hull, the
-//! brushes whose expanded obstacle holds the cell and the patches near it.
-//! Those are clipped by the box sweep's own routines (`trace::brush`,
-//! `trace::patch`) with the hull's box, so fractions, planes and flags are
-//! the box sweep's, bit for bit.
-//!
-//! Only the order in which brushes are met differs from the box sweep's
-//! walk, and the box sweep's answer depends on that order in two cases:
-//! equal contacts (the first met wins) and contacts that stop the walk (a
-//! brush the box never leaves, or a hit at fraction 0: what came before it
-//! decides startsolid and the reported plane). Each brush is therefore
-//! clipped on its own and the results folded here (a start inside a brush
-//! the box leaves only sets `startsolid`, whatever the order; a move-less
-//! trace inside brushes that agree on contents has one answer); when the
-//! nearest contact is shared by brushes or patches that disagree on plane,
-//! flags or contents, or the walk would have stopped, the query is answered
-//! by the box sweep itself (counted in [`HullStats::box_fallback`]).
+//! The box's centre walks the tree as a ray does; each leaf names, for the
+//! hull, the brushes whose expanded obstacle holds the cell and the patches
+//! near it, clipped by the box sweep's own routines with the hull's box, so
+//! fractions, planes and flags are the box sweep's, bit for bit. Only the
+//! order brushes are met in differs, and it decides the box sweep's answer
+//! in two cases: equal contacts, and contacts that stop the walk. So each
+//! brush is clipped on its own and the results folded here; where the
+//! nearest contact is shared by primitives that disagree on plane, flags or
+//! contents, or the walk would have stopped, the box sweep answers
+//! (counted in [`HullStats::box_fallback`]).
 
 use super::fast::{Clipped, Clipper};
 use super::walk::{clip_patch, walk, with_stack, HullNodes, Move, PointReach, Segment, Visitor};

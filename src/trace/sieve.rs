@@ -1,21 +1,14 @@
-//! Which queries surely touch nothing, before any search.
+//! Which queries surely touch nothing, before any search: a ray or box move
+//! whose swept box reaches no occupied cell of the world's grid
+//! ([`super::accel::occupancy`]) enters no primitive's bounds, so its answer
+//! is the search's for it: fraction 1, nothing else set. A single query
+//! asks before its search ([`Sieve::touches_nothing`]); a batch asks for all
+//! its queries in one branch-free pass ([`super::batch`]).
 //!
-//! A ray or box move whose swept box reaches no occupied cell of the
-//! world's grid ([`super::accel::occupancy`]) enters no primitive's bounds,
-//! so the search would find nothing: its answer is the end of the move,
-//! fraction 1, nothing else set, exactly what the search returns for it
-//! (and `false` from [`super::any_hit`]). A single query asks before its
-//! search ([`Sieve::touches_nothing`]); a batch asks this of all its queries
-//! in one pass without a branch per query, then searches only the rest
-//! (see [`super::batch`]).
-//!
-//! Asking costs a single query about a hundred instructions, and on a
-//! large grid cache misses as well; it pays only where it clears many
-//! moves. So whether single full traces and single any-hit queries ask at
-//! all is chosen once per world when it loads ([`choose`]), from the
-//! grid's size and a sample of moves inside the level: a query that does
-//! not ask gets a sieve with an empty grid ([`Sieve::single`]), whose
-//! question ends at its first test.
+//! Asking costs a single query about a hundred instructions (and cache
+//! misses on a large grid), so whether single queries ask at all is chosen
+//! once per world at load ([`choose`]) from the grid's size and a sample of
+//! moves; a query that does not ask gets an empty grid ([`Sieve::single`]).
 
 use super::accel::border_starts::BorderStarts;
 use super::accel::occupancy::{Occupancy, SingleAsks};

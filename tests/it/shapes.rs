@@ -623,6 +623,15 @@ fn cube_world() -> Map {
     Map::from_data(w).expect("a valid world")
 }
 
+#[test]
+fn cube_has_eight_corners() {
+    let map = cube_world();
+    let world = map.view();
+    let v = bspq::trace::exact::brush_vertices(&world, &world.brushes[0]);
+    assert_eq!(v.len(), 8);
+    assert!(v.iter().all(|p| p.abs() == bspq::math::DVec3::splat(32.0)));
+}
+
 /// A sphere sweeping onto a face, an edge and a corner stops where the
 /// closed forms say (the corner: |c - corner| = r).
 #[test]

@@ -1,42 +1,22 @@
 //! The kernel's candidate finder: a four-wide bounding-volume hierarchy over
-//! the world's brushes and patches, derived when a world is loaded (not part
-//! of the file format).
+//! the world's brushes and patches, derived at load (not in the file). The
+//! fast trace (`trace::fast`) finds the primitives near a move with it.
 //!
-//! The BSP walk answers in the reference's order, which only matters when
-//! two contacts tie; the fast trace (`trace::fast`) finds the brushes and
-//! patches near a move with this tree instead, clips each on its own, and
-//! hands the rare order-dependent answers back to the BSP walk.
+//! Each node holds its four children's bounds in lanes. A child is a node
+//! or a primitive (a brush, a patch facet, or a whole patch) bounded by its
+//! cull box (its axial planes' box grown by [`CULL_MARGIN`]: a move outside
+//! it cannot touch the primitive). A facet without all six axial planes is
+//! bounded by its polygon for rays and by [`facet_reach_bounds`] for boxes
+//! up to [`SMALL_BOX_HALF`]; larger boxes see its whole patch. Brushes
+//! without six axial sides are tested by every trace.
 //!
-//! Each node holds the bounds of its (up to) four children as structure of
-//! arrays, so one node step tests a moving box against four boxes in four
-//! lanes. A child is another node or one primitive: a brush, a patch facet,
-//! or a whole patch. Primitive bounds are cull boxes (see
-//! [`super`]): the box a brush's or facet's axial planes enclose,
-//! grown by [`CULL_MARGIN`], so a move that stays outside them cannot touch
-//! the primitive (the clip rejects it on an axial plane). A facet that
-//! lacks one of the six axial planes is bounded, for rays, by its polygon,
-//! for boxes up to [`SMALL_BOX_HALF`], by how far such a box can reach it
-//! ([`facet_reach_bounds`]), and for larger boxes its patch stays one
-//! primitive with the patch's bounds, which the patch clip itself checks
-//! first; brushes without all six axial sides have no box and are tested
-//! by every trace.
-//!
-//! Brushes and patches get a tree each for rays: a ray's patch hit can
-//! replace a contact found earlier (see `trace::fast`), so rays search the
-//! patch tree to the end of the move, whatever the brushes already hit.
-//! Every other move (boxes, shapes) treats both alike and searches a third
-//! tree over both: one root to test instead of two, and a move that touches
-//! nothing (most of them) reaches a fifth fewer nodes on maps with curves.
-//!
-//! The brushes' tree may cut a brush's box in two where a split plane
-//! crosses it (a spatial split, after Stich, Friedrich and Dietrich's
-//! SBVH), each piece under the child on its side: a long wall or floor then
-//! no longer stretches one child's bounds over its neighbours'. A move that
-//! can touch the brush enters one of the pieces, so the search finds it
-//! (perhaps twice: the second clip ties with the first and changes
-//! nothing). Whether that helps depends on the map, so the tree is built
-//! both ways and the one that a fixed set of sample moves reaches fewer
-//! nodes of is kept.
+//! Rays get a tree each for brushes and patches, since a ray's patch hit
+//! can replace an earlier contact and the patch tree is searched to the end
+//! of the move; other moves search one tree over both (a fifth fewer nodes
+//! reached on maps with curves). The brushes' tree may cut a brush's box at
+//! a split plane (SBVH spatial splits; a second clip of the same brush ties
+//! and changes nothing); it is built both ways and the one a fixed sample
+//! of moves reaches fewer nodes of is kept.
 
 use super::cores::CoreLanes;
 use super::listing::Unlisted;

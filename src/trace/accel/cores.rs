@@ -1,19 +1,11 @@
 //! Solid cores: per brush, an axis-aligned box at least [`CORE_MARGIN`]
-//! inside every one of its sides, and per node of the kernel's brush
-//! hierarchy ([`super::bvh`]), one such core per child (the largest of a
-//! solid brush below it), derived when a world is loaded.
-//!
-//! Any-hit uses them to stop without clipping. A move whose centre starts
-//! outside a brush's cull box grown by the moving box's half-size starts
-//! outside the brush (in front of one of its axial sides), and if its centre
-//! then passes through the brush's core grown by the same half-size, every
-//! side of the brush, shifted by the box's support as the clip shifts it,
-//! lies at least the margin beyond that point: the clip's entry fraction
-//! (where the move comes within 1/8 unit of its last side entered) falls
-//! before the point and its exit fraction (1/8 unit past its first side
-//! left) after it, so the clip reports a contact before the end of the
-//! move. The full trace's fraction is then below 1 too, whatever else the
-//! move meets, which is all any-hit answers.
+//! inside each of its sides, and per node of the brush hierarchy
+//! ([`super::bvh`]) one per child (the largest of a solid brush below),
+//! derived at load. Any-hit stops at one without clipping: a move starting
+//! outside a brush's cull box (grown by the box) that passes through its
+//! core (grown alike) has every shifted side at least the margin beyond
+//! that point, so the clip enters before it and leaves after it, a contact
+//! before the end of the move: the full trace's fraction is below 1 too.
 
 use super::bvh::{BvhNode, EMPTY_SLOT, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
 use super::listing::Unlisted;

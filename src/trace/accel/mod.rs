@@ -1,22 +1,14 @@
-//! The kernel's copy of the tree, derived from the validated nodes, planes and
-//! brushes when a world is loaded (it is not part of the file format):
+//! What the kernel derives from a validated world at load (not in the
+//! file): one 64-byte record per node with its plane inline, each child's
+//! OR of contents below it and bounds of everything below it (a walk skips
+//! subtrees with nothing in its mask or out of reach); per brush, the box
+//! its axial sides enclose; and per brush and patch facet, its planes four
+//! to a record in SIMD lanes, so a clip meets four planes at a time.
 //!
-//! - one 64-byte record per node with its plane inline (no second dependent
-//!   load per step); per child, the OR of the contents of every brush and
-//!   patch below it, so a walk skips subtrees with nothing in its mask; and
-//!   the bounds of everything below the node, so a walk skips subtrees the
-//!   move's swept box cannot touch;
-//! - per brush, the box its axial sides enclose, used the same way;
-//! - per brush, its sides' planes four to a record in SIMD lanes (normals'
-//!   x, y and z, distances), so a brush clip reads them without transposing;
-//!   and so per patch facet, its surface plane and borders, so a facet clip
-//!   meets four planes at a time with no branch per plane.
-//!
-//! Why skipping by bounds gives the same answers: a brush whose six axial
-//! sides are all present rejects, on its first such side, any box that stays
-//! more than [`CULL_MARGIN`] outside that side (the clip returns before it
-//! writes anything, see `trace::brush`); brushes without all six, and
-//! patches, get unbounded boxes and are never skipped.
+//! Skipping by bounds is exact: a brush with all six axial sides rejects,
+//! on its first such side, any box more than [`CULL_MARGIN`] outside it
+//! (before the clip writes anything); other brushes, and patches, get
+//! unbounded boxes.
 
 pub mod border_starts;
 pub mod bvh;

@@ -1,26 +1,15 @@
-//! Where a world is empty: a coarse grid over the world marking every cell
-//! that some brush's or facet's cull box reaches into, kept as a
-//! summed-volume table, so that whether a box of cells is empty is eight
-//! loads and some adds, with no branch and no loop.
+//! Where a world is empty: a coarse grid marking every cell some brush's or
+//! facet's cull box reaches, as a summed-volume table, so that asking
+//! whether a box of cells is empty is eight loads and some adds, no branch.
+//! A move whose swept box reaches no marked cell touches nothing. A single
+//! query asks one box ([`Occupancy::is_clear`]); a batch asks four at a
+//! time in one pass ([`Occupancy::are_clear`]).
 //!
-//! A ray or box whose swept box reaches no marked cell touches nothing,
-//! whatever the tree would have said, and its answer is known at once (the
-//! search would enter no primitive's bounds). Most moves of a level touch
-//! nothing. A single query asks before its search, one box in the lanes of
-//! one vector ([`Occupancy::is_clear`]); a batch asks about all of its
-//! queries in one pass, four at a time and with no branch per query
-//! ([`Occupancy::are_clear`]), and searches only those left.
-//!
-//! Exactness: a cell's index along an axis is `(v - origin) * scale`
-//! (floating point, rounded, hence monotonic) truncated, the same function
-//! for the boxes marked and the boxes asked about, so two boxes that
-//! overlap always reach a common cell. Indices are clamped to the grid: a
-//! box reaching past the grid is asked about the cells it reaches inside,
-//! and a box wholly outside about border cells, which nothing marks.
-//!
-//! The table counts marked cells modulo 2^16 (half the memory of `u32`), so
-//! a box of 65 536 or more cells is never reported empty: below that, a
-//! count of zero modulo 2^16 is zero.
+//! Exactness: a cell index is `(v - origin) * scale` truncated, the same
+//! monotonic function for boxes marked and asked, so overlapping boxes
+//! share a cell; indices are clamped to the grid, whose border cells
+//! nothing marks. The table counts modulo 2^16 (half the memory of `u32`),
+//! so a box of 65 536 cells or more is never reported empty.
 
 use super::bvh::{Bvh, BvhNode, EMPTY_SLOT, PRIMITIVE, WIDTH};
 use glam::{BVec4A, Vec3A, Vec4};
