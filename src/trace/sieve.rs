@@ -179,22 +179,13 @@ pub fn missed(query: &TraceQuery) -> TraceResult {
     TraceResult::default().ended(query)
 }
 
-/// The rule [`choose`] applies, from measurements over 35 maps (single
-/// rays and boxes, full trace and any-hit, with the grid asked and not).
-/// An operation's single queries ask the grid when, for the sample's rays
-/// or for its boxes, the grid
-/// - has at most [`CACHED_GRID`] bytes (it stays in cache, and asking
-///   costs some instructions only) and clears at least
-///   [`CACHED_ASKS_FROM`] of them;
-/// - or has at most [`LARGE_GRID`] bytes (its loads miss the cache) and
-///   clears at least [`ASKS_FROM`] of them, or the searches it spares
-///   would visit at least [`NODES_SAVED_FROM`] hierarchy nodes per
-///   sampled move;
-/// - or is larger, and those searches would visit at least
-///   [`LARGE_NODES_SAVED_FROM`] nodes per sampled move (where such a grid
-///   cleared 76 % of the boxes, whose searches visited 1.4 nodes per
-///   sampled move, asking still cost more than it saved; where they
-///   visited 2.8, any-hit lost a quarter without it).
+/// The rule [`choose`] applies (measured over 35 maps; see the benchmark
+/// log). Single queries ask the grid when, for the sample's rays or boxes,
+/// it has at most [`CACHED_GRID`] bytes (in cache) and clears at least
+/// [`CACHED_ASKS_FROM`] of them; or at most [`LARGE_GRID`] bytes and clears
+/// at least [`ASKS_FROM`], or spares searches of at least
+/// [`NODES_SAVED_FROM`] nodes per sampled move; or is larger and spares at
+/// least [`LARGE_NODES_SAVED_FROM`].
 const CACHED_GRID: usize = 256 << 10;
 const CACHED_ASKS_FROM: f32 = 0.05;
 const LARGE_GRID: usize = 1280 << 10;
@@ -209,17 +200,12 @@ const TRIES_WITHOUT_CLUSTERS: usize = 4;
 /// Moves sampled per kind.
 const SAMPLE_MOVES: usize = 1024;
 
-/// Whether single rays and single box moves should ask `world`'s grid
-/// before their search, for the full trace and for any-hit (see
-/// [`SingleAsks`]): from the grid's size, the share of a sample of moves
-/// it clears and the hierarchy nodes the search visits for those moves
-/// (per sampled move), by the rule at [`CACHED_GRID`]. The sample is the
-/// same for the same world: it starts at empty points inside the level,
-/// found as `bspq workload` finds them; rays are half short moves (16–256
-/// units, any direction) and half sight lines between two such points,
-/// boxes player-sized, mostly walking (short, nearly level) or dropping,
-/// and small boxes moving any way. Without a grid nothing asks; without a
-/// start point found, everything asks (as the batch does).
+/// Whether single rays and box moves should ask `world`'s grid before
+/// their search, for the full trace and any-hit ([`SingleAsks`]), by the
+/// rule at [`CACHED_GRID`] on a fixed sample of moves from empty points
+/// inside the level (as `bspq workload` makes them: short rays and sight
+/// lines; player boxes walking and dropping, small boxes). Without a grid
+/// nothing asks; without a start point found, everything asks.
 pub fn choose(world: &Kernel) -> SingleAsks {
     let sieve = Sieve::new(world);
     if sieve.occupancy.bytes() == 0 {

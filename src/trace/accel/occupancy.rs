@@ -193,14 +193,11 @@ impl Occupancy {
                 nodes_saved: [[f32::INFINITY; 2]; 2],
             },
         };
-        // Which cells the boxes reach (found as a query's cells are): each
-        // box adds ±1 at the eight corners of its block of cells in a
-        // difference array, whose prefix sums are then how many boxes reach
-        // each cell. Filling each box's block instead would take as long as
-        // the boxes' volume: a damaged world of many world-sized brushes
-        // would take minutes to load. With fewer boxes than 2^16 the counts
-        // are exact in the table's own 16 bits, and it serves as that array
-        // (in cell coordinates); else a 32-bit one does, for a moment.
+        // Each box adds ±1 at its block's eight corners in a difference
+        // array whose prefix sums count the boxes reaching each cell
+        // (filling blocks would take minutes on a damaged world of huge
+        // brushes). Under 2^16 boxes the table's own 16 bits serve as that
+        // array; else a 32-bit one does, for a moment.
         let [cx, cy, cz] = cells.to_array().map(|n| n as usize);
         let at = |x: usize, y: usize, z: usize| x + y * stride[1] + z * stride[2];
         if boxes.len() < usize::from(u16::MAX) {
