@@ -33,15 +33,7 @@ impl<'w> Sieve<'w> {
     /// The sieve of `world` (one that passes every query through when the
     /// world answers with the walk alone).
     pub fn new(world: &'w Kernel) -> Self {
-        let kernel = &world.accel;
-        Sieve {
-            occupancy: if !world.walk_only {
-                &kernel.occupancy
-            } else {
-                &NO_OCCUPANCY
-            },
-            border_starts: &kernel.border_starts,
-        }
+        Self::asking(world, !world.walk_only)
     }
 
     /// The sieve of `world` for one query at a time, of the full trace
@@ -50,8 +42,14 @@ impl<'w> Sieve<'w> {
     /// that the question ends at its first test.
     #[inline(always)]
     pub fn single<const ANY_HIT: bool>(world: &'w Kernel) -> Self {
+        let asks = world.accel.occupancy.single.asks[usize::from(ANY_HIT)];
+        Self::asking(world, !world.walk_only && asks)
+    }
+
+    /// The sieve of `world` with its grid, or (not `asks`) an empty one.
+    #[inline(always)]
+    fn asking(world: &'w Kernel, asks: bool) -> Self {
         let kernel = &world.accel;
-        let asks = !world.walk_only && kernel.occupancy.single.asks[usize::from(ANY_HIT)];
         Sieve {
             occupancy: if asks {
                 &kernel.occupancy
