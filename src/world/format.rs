@@ -5,8 +5,8 @@
 //! place; inline models are whole world files nested in their section.
 
 use super::{
-    Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World, WorldData,
-    WorldInfo,
+    AreaPortal, BevelRange, Brush, BrushSide, Facet, FacetBorder, HullLeaf, Leaf, LeafVis, Node,
+    Patch, PatchPlane, Plane, ShapeBevel, World, WorldData, WorldInfo,
 };
 use crate::source::entities::{self, Entity, EntityError};
 use bytemuck::Pod;
@@ -29,37 +29,66 @@ pub const FLAG_SOURCE_TREE: u32 = 4;
 /// The optional visibility sections are present.
 pub const FLAG_VISIBILITY: u32 = 8;
 
-/// The kinds of section, with their numbers in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum SectionKind {
-    Meta = 1,
-    Planes = 2,
-    Brushes = 3,
-    BrushSides = 4,
-    Nodes = 5,
-    Leaves = 6,
-    LeafBrushes = 7,
-    LeafPatches = 8,
-    Patches = 9,
-    PatchPlanes = 10,
-    Facets = 11,
-    FacetBorders = 12,
-    LeafHullSolid = 13,
-    HullLeaves = 14,
-    HullLeafBrushes = 15,
-    HullLeafPatches = 16,
-    Entities = 17,
-    Models = 18,
-    ShapeBevelRanges = 32,
-    ShapeBevels = 33,
-    SourceNodes = 34,
-    SourceLeaves = 35,
-    SourceLeafBrushes = 36,
-    SourceLeafPatches = 37,
-    SourceLeafVis = 38,
-    Visibility = 39,
-    AreaPortals = 40,
+/// Declares [`SectionKind`] from one table: each kind's number in the
+/// file, its name in messages, and its record type.
+macro_rules! section_kinds {
+    ($($kind:ident = $number:literal, $name:literal, $record:ty;)*) => {
+        /// The kinds of section, with their numbers in the file.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(u32)]
+        pub enum SectionKind {
+            $($kind = $number,)*
+        }
+
+        impl SectionKind {
+            pub fn from_u32(v: u32) -> Option<Self> {
+                [$(SectionKind::$kind),*].into_iter().find(|k| *k as u32 == v)
+            }
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(SectionKind::$kind => $name,)*
+                }
+            }
+
+            /// The size of one record of this kind.
+            pub fn record_size(self) -> usize {
+                match self {
+                    $(SectionKind::$kind => std::mem::size_of::<$record>(),)*
+                }
+            }
+        }
+    };
+}
+
+section_kinds! {
+    Meta = 1, "meta", u8;
+    Planes = 2, "planes", Plane;
+    Brushes = 3, "brushes", Brush;
+    BrushSides = 4, "brush_sides", BrushSide;
+    Nodes = 5, "nodes", Node;
+    Leaves = 6, "leaves", Leaf;
+    LeafBrushes = 7, "leaf_brushes", u32;
+    LeafPatches = 8, "leaf_patches", u32;
+    Patches = 9, "patches", Patch;
+    PatchPlanes = 10, "patch_planes", PatchPlane;
+    Facets = 11, "facets", Facet;
+    FacetBorders = 12, "facet_borders", FacetBorder;
+    LeafHullSolid = 13, "leaf_hull_solid", u32;
+    HullLeaves = 14, "hull_leaves", HullLeaf;
+    HullLeafBrushes = 15, "hull_leaf_brushes", u32;
+    HullLeafPatches = 16, "hull_leaf_patches", u32;
+    Entities = 17, "entities", u8;
+    Models = 18, "models", u8;
+    ShapeBevelRanges = 32, "shape_bevel_ranges", BevelRange;
+    ShapeBevels = 33, "shape_bevels", ShapeBevel;
+    SourceNodes = 34, "source_nodes", Node;
+    SourceLeaves = 35, "source_leaves", Leaf;
+    SourceLeafBrushes = 36, "source_leaf_brushes", u32;
+    SourceLeafPatches = 37, "source_leaf_patches", u32;
+    SourceLeafVis = 38, "source_leaf_vis", LeafVis;
+    Visibility = 39, "visibility", u8;
+    AreaPortals = 40, "area_portals", AreaPortal;
 }
 
 /// The sections every file has.
@@ -104,83 +133,6 @@ pub const SOURCE_TREE_SECTIONS: [SectionKind; 4] = [
     SectionKind::SourceLeafBrushes,
     SectionKind::SourceLeafPatches,
 ];
-
-impl SectionKind {
-    pub fn from_u32(v: u32) -> Option<Self> {
-        ALL_SECTIONS
-            .iter()
-            .chain(HULL_SECTIONS.iter())
-            .chain(&OPTIONAL_SECTIONS)
-            .chain(&SOURCE_TREE_SECTIONS)
-            .chain(&VISIBILITY_SECTIONS)
-            .copied()
-            .find(|k| *k as u32 == v)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SectionKind::Meta => "meta",
-            SectionKind::Planes => "planes",
-            SectionKind::Brushes => "brushes",
-            SectionKind::BrushSides => "brush_sides",
-            SectionKind::Nodes => "nodes",
-            SectionKind::Leaves => "leaves",
-            SectionKind::LeafBrushes => "leaf_brushes",
-            SectionKind::LeafPatches => "leaf_patches",
-            SectionKind::Patches => "patches",
-            SectionKind::PatchPlanes => "patch_planes",
-            SectionKind::Facets => "facets",
-            SectionKind::FacetBorders => "facet_borders",
-            SectionKind::Entities => "entities",
-            SectionKind::Models => "models",
-            SectionKind::LeafHullSolid => "leaf_hull_solid",
-            SectionKind::HullLeaves => "hull_leaves",
-            SectionKind::HullLeafBrushes => "hull_leaf_brushes",
-            SectionKind::HullLeafPatches => "hull_leaf_patches",
-            SectionKind::ShapeBevelRanges => "shape_bevel_ranges",
-            SectionKind::ShapeBevels => "shape_bevels",
-            SectionKind::SourceNodes => "source_nodes",
-            SectionKind::SourceLeaves => "source_leaves",
-            SectionKind::SourceLeafBrushes => "source_leaf_brushes",
-            SectionKind::SourceLeafPatches => "source_leaf_patches",
-            SectionKind::SourceLeafVis => "source_leaf_vis",
-            SectionKind::Visibility => "visibility",
-            SectionKind::AreaPortals => "area_portals",
-        }
-    }
-
-    /// The size of one record of this kind.
-    pub fn record_size(self) -> usize {
-        use std::mem::size_of;
-        match self {
-            SectionKind::Meta
-            | SectionKind::Entities
-            | SectionKind::Models
-            | SectionKind::Visibility => 1,
-            SectionKind::SourceLeafVis => size_of::<super::LeafVis>(),
-            SectionKind::AreaPortals => size_of::<super::AreaPortal>(),
-            SectionKind::Planes => size_of::<Plane>(),
-            SectionKind::Brushes => size_of::<Brush>(),
-            SectionKind::BrushSides => size_of::<BrushSide>(),
-            SectionKind::Nodes | SectionKind::SourceNodes => size_of::<Node>(),
-            SectionKind::Leaves | SectionKind::SourceLeaves => size_of::<Leaf>(),
-            SectionKind::LeafBrushes
-            | SectionKind::LeafPatches
-            | SectionKind::SourceLeafBrushes
-            | SectionKind::SourceLeafPatches
-            | SectionKind::LeafHullSolid
-            | SectionKind::HullLeafBrushes
-            | SectionKind::HullLeafPatches => size_of::<u32>(),
-            SectionKind::HullLeaves => size_of::<super::HullLeaf>(),
-            SectionKind::Patches => size_of::<Patch>(),
-            SectionKind::PatchPlanes => size_of::<PatchPlane>(),
-            SectionKind::Facets => size_of::<Facet>(),
-            SectionKind::FacetBorders => size_of::<FacetBorder>(),
-            SectionKind::ShapeBevelRanges => size_of::<super::BevelRange>(),
-            SectionKind::ShapeBevels => size_of::<super::ShapeBevel>(),
-        }
-    }
-}
 
 /// The metadata section.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
