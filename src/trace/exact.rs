@@ -332,15 +332,6 @@ fn facing_side(world: &Kernel, brush: &Brush, normal: Vec3) -> u32 {
         .1
 }
 
-fn finish(q: &TraceQuery, mut result: TraceResult) -> TraceResult {
-    result.endpos = if result.fraction == 1.0 {
-        q.end
-    } else {
-        q.start + (q.end - q.start) * result.fraction
-    };
-    result
-}
-
 /// An `exact: true` trace: the plane-shifted sweep lists the brushes the shape
 /// could touch (its shifted planes bound the exact Minkowski sum, so no brush
 /// the exact sweep touches is left out); each is then swept exactly. Patches
@@ -377,7 +368,7 @@ pub(crate) fn trace_exact(
             result.startsolid |= startsolid;
         }
     }
-    finish(q, result)
+    result.ended(q)
 }
 
 /// Brute-force exact answers: every brush in the mask swept on its own
@@ -399,5 +390,5 @@ pub fn reference_trace(world: &Kernel, q: &TraceQuery, shape: &Shape) -> TraceRe
             break;
         }
     }
-    finish(q, result)
+    result.ended(q)
 }
