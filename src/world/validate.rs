@@ -359,23 +359,46 @@ fn validate_hulls(world: &World) -> Result<(), FormatError> {
             world.hull_leaves.len()
         )));
     }
-    // The shared checks' messages, as hull errors.
-    let hull_error = |e| match e {
-        FormatError::Invalid(msg) => bad_hulls(msg),
-        e => e,
+    let range = |what: &str, i: usize, first: u32, count: u32, len: usize| {
+        if first as u64 + count as u64 > len as u64 {
+            Err(bad_hulls(format!(
+                "{what} of hull leaf record {i}: range {first}+{count} exceeds {len}"
+            )))
+        } else {
+            Ok(())
+        }
     };
-    let (brushes, patches) = (world.hull_leaf_brushes.len(), world.hull_leaf_patches.len());
     for (i, r) in world.hull_leaves.iter().enumerate() {
-        let (first, count) = (r.first_brush, r.num_brushes);
-        check_range("brushes of hull leaf record", i, first, count, brushes).map_err(hull_error)?;
-        let (first, count) = (r.first_patch, r.num_patches);
-        check_range("patches of hull leaf record", i, first, count, patches).map_err(hull_error)?;
+        range(
+            "brushes",
+            i,
+            r.first_brush,
+            r.num_brushes,
+            world.hull_leaf_brushes.len(),
+        )?;
+        range(
+            "patches",
+            i,
+            r.first_patch,
+            r.num_patches,
+            world.hull_leaf_patches.len(),
+        )?;
     }
     for (i, &b) in world.hull_leaf_brushes.iter().enumerate() {
-        check_index("hull leaf brush", i, b, world.brushes.len()).map_err(hull_error)?;
+        if b as usize >= world.brushes.len() {
+            return Err(bad_hulls(format!(
+                "hull leaf brush {i}: index {b} out of range (count {})",
+                world.brushes.len()
+            )));
+        }
     }
     for (i, &p) in world.hull_leaf_patches.iter().enumerate() {
-        check_index("hull leaf patch", i, p, world.patches.len()).map_err(hull_error)?;
+        if p as usize >= world.patches.len() {
+            return Err(bad_hulls(format!(
+                "hull leaf patch {i}: index {p} out of range (count {})",
+                world.patches.len()
+            )));
+        }
     }
     for (i, r) in world.hull_leaves.iter().enumerate() {
         let listed = &world.hull_leaf_brushes[r.first_brush as usize..][..r.num_brushes as usize];

@@ -20,6 +20,7 @@
 
 use super::cores::CoreLanes;
 use super::listing::Unlisted;
+use super::{axial_box, next_down, next_up};
 use crate::margins::{CULL_MARGIN, FACET_REACH_SLACK};
 use crate::world::World;
 use glam::Vec4;
@@ -339,8 +340,8 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             }
             None => {
                 let reference = PRIMITIVE | PATCH | i as u32;
-                let lo = patch.mins.map(|v| grow_down(v - CULL_MARGIN));
-                let hi = patch.maxs.map(|v| grow_up(v + CULL_MARGIN));
+                let lo = patch.mins.map(|v| next_down(v - CULL_MARGIN));
+                let hi = patch.maxs.map(|v| next_up(v + CULL_MARGIN));
                 if !lo.iter().chain(&hi).all(|v| v.is_finite()) {
                     unbounded.push(reference);
                     continue;
@@ -626,16 +627,16 @@ fn facet_polygon_bounds(world: &World, f: usize) -> [[f32; 3]; 2] {
     for p in &polygon.points {
         for k in 0..3 {
             // (Rounded outward to f32.)
-            lo[k] = lo[k].min(grow_down(p[k] as f32));
-            hi[k] = hi[k].max(grow_up(p[k] as f32));
+            lo[k] = lo[k].min(next_down(p[k] as f32));
+            hi[k] = hi[k].max(next_up(p[k] as f32));
         }
     }
     if polygon.points.is_empty() {
         return [[f32::NEG_INFINITY; 3], [f32::INFINITY; 3]];
     }
     [
-        lo.map(|v| grow_down(v - CULL_MARGIN)),
-        hi.map(|v| grow_up(v + CULL_MARGIN)),
+        lo.map(|v| next_down(v - CULL_MARGIN)),
+        hi.map(|v| next_up(v + CULL_MARGIN)),
     ]
 }
 
@@ -697,8 +698,8 @@ fn facet_reach_bounds(world: &World, f: usize, budget: &mut u64) -> Option<[[f32
     }
     let (lo, hi) = (lo + half, hi - half);
     Some([
-        lo.to_array().map(|v| grow_down(v as f32 - CULL_MARGIN)),
-        hi.to_array().map(|v| grow_up(v as f32 + CULL_MARGIN)),
+        lo.to_array().map(|v| next_down(v as f32 - CULL_MARGIN)),
+        hi.to_array().map(|v| next_up(v as f32 + CULL_MARGIN)),
     ])
 }
 
@@ -723,36 +724,11 @@ fn facet_planes<'w>(world: &World<'w>, f: usize) -> impl Iterator<Item = [f32; 4
 /// from the facet) enclose, grown by the margin; `None` when one of the six
 /// is missing.
 fn facet_cull_bounds(world: &World, f: usize) -> Option<[[f32; 3]; 2]> {
-    let mut lo = [f32::NEG_INFINITY; 3];
-    let mut hi = [f32::INFINITY; 3];
-    for p in facet_planes(world, f) {
-        for axis in 0..3 {
-            if (0..3).any(|k| k != axis && p[k] != 0.0) {
-                continue;
-            }
-            if p[axis] == 1.0 {
-                hi[axis] = hi[axis].min(p[3]);
-            } else if p[axis] == -1.0 {
-                lo[axis] = lo[axis].max(-p[3]);
-            }
-        }
-    }
-    if lo.iter().chain(&hi).any(|v| !v.is_finite()) {
-        return None;
-    }
+    let [lo, hi] = axial_box(facet_planes(world, f))?;
     Some([
-        lo.map(|v| grow_down(v - CULL_MARGIN)),
-        hi.map(|v| grow_up(v + CULL_MARGIN)),
+        lo.map(|v| next_down(v - CULL_MARGIN)),
+        hi.map(|v| next_up(v + CULL_MARGIN)),
     ])
-}
-
-/// One ulp or so outward, so rounding never shrinks a cull box.
-fn grow_up(v: f32) -> f32 {
-    v + v.abs() * f32::EPSILON + f32::MIN_POSITIVE
-}
-
-fn grow_down(v: f32) -> f32 {
-    -grow_up(-v)
 }
 
 /// Appends the node over `items` (and its subtree) and returns its index.
