@@ -61,7 +61,7 @@ impl Service {
     }
 
     /// Potential visibility in `world`: where each point lies, and which
-    /// targets each point may see (see [`super::pvs`]).
+    /// targets each point may see (see [`super::pvs`](mod@super::pvs)).
     pub fn pvs(&self, world: &str, line: &PvsLine) -> Result<Answered<PvsAnswer>, ServiceError> {
         let version = self.world(world)?;
         let request = line.check().map_err(ServiceError::Bots)?;

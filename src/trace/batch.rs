@@ -330,14 +330,11 @@ where
     })
 }
 
-/// [`run`] with a first pass: `sift(indices)` tells, cheaply and without a
-/// search, which of four queries' answers are already known (a bitmask,
-/// bit `k` for `indices[k]`; past the end of a batch the last index
-/// repeats), and `known(i)` gives such an answer. Each piece of the batch
-/// is sifted four queries at a time with no branch per query (a branch on
-/// whether a query was sifted out would be mispredicted about as often as
-/// it saves a search), into a list of the known and a list of the rest;
-/// then the known get their answers and the rest are answered by `answer`.
+/// [`run`] with a first pass: `sift(indices)` gives a bitmask of which of
+/// four queries' answers are already known (past the end of a batch the
+/// last index repeats), `known(i)` such an answer, `answer` the rest. The
+/// pass splits each piece into the known and the rest with no branch per
+/// query (one would be mispredicted about as often as it saves a search).
 pub fn run_sifted<R, S, K, F>(
     n: usize,
     options: &BatchOptions,

@@ -187,14 +187,11 @@ impl Crossings {
     }
 
     /// The sides `first..first + 4` in lanes, those in `crossing` crossed:
-    /// a side is entered where `d1 > d2`, 1/8 unit before the plane
-    /// (clamped at 0; the latest entry wins, the first in side order among
-    /// equal ones), and left 1/8 unit past it (clamped at 1; the earliest
-    /// exit wins). Without a branch per side (which side enters or leaves,
-    /// and whether it beats the ones before, is a coin toss to a branch
-    /// predictor: two mispredictions a brush, a third of a ray's). The lane
-    /// masks stay vectors: turning bitmasks back into lanes cost a fifth of
-    /// a clip.
+    /// entered where `d1 > d2`, 1/8 unit before the plane (clamped at 0; the
+    /// latest entry wins, the first of equal ones), left 1/8 unit past it
+    /// (clamped at 1; the earliest exit wins). No branch per side (two
+    /// mispredictions a brush); masks stay vectors (bitmasks back to lanes
+    /// cost a fifth of a clip).
     #[inline(always)]
     fn cross_lanes(&mut self, first: usize, d1: Vec4, d2: Vec4, crossing: BVec4A) {
         let enters = d1.cmpgt(d2);
@@ -265,12 +262,9 @@ impl Crossings {
 }
 
 /// The box's (`RAY`: the point's) clip against a brush's sides, four at a
-/// time: each plane is pushed out by the box's support distance along its
-/// normal (the corner furthest along the negative normal), and the plane
-/// shift, both distances and the crossings are computed per lane with the
-/// f32 and f64 operations the reference performs per side, in its order. (A
-/// loop over the sides branched on every side: about 7 mispredicted
-/// branches a clip.)
+/// time, each plane pushed out by the box's corner furthest along its
+/// negative normal, with the reference's f32 and f64 operations per lane
+/// (a loop over the sides mispredicted about 7 branches a clip).
 #[inline(always)]
 fn clip_lanes<const RAY: bool>(lanes: &[SideLanes], w: &TraceWork) -> BrushClip {
     let lower = splat_axes(w.lower);

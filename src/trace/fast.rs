@@ -1,31 +1,17 @@
 //! The fast trace of moves (rays, boxes and plane-shifted shapes): find the
-//! brushes and patches near the move with the kernel's bounding-volume
-//! hierarchy ([`super::accel::bvh`]), clip each on its own, and keep the
-//! nearest contact.
+//! primitives near the move in the hierarchy ([`super::accel::bvh`]), clip
+//! each on its own, keep the nearest contact and the runner-up.
 //!
-//! The BSP walk ([`super::tree`], [`super::sweep`]) answers in the
-//! reference's visit order, and that order decides only in a few cases: two
-//! contacts at the same fraction (the first found wins); a contact at
-//! fraction 0 or a brush the whole move lies inside (the walk stops there,
-//! so what it met before or would meet after depends on the order); and a
-//! ray's patch hit, which replaces an earlier contact when the ray
-//! *crosses* the patch no later than it (a window of 1/8 unit past the hit's
-//! fraction). Everything else is order-free: the nearest contact wins in
-//! every order when its window ends before any other contact's fraction,
-//! and so does a tie between contacts that report the same plane, flags and
-//! contents (a floor made of several brushes).
-//! So the search clips candidates in any order, keeps the nearest and the
-//! runner-up, and answers when the order cannot matter (also a move inside
-//! brushes of one contents that touches nothing else); otherwise it says
-//! [`Outcome::Undecided`] and the caller asks the walk. The answers are the
-//! walk's, bit for bit (tested on every committed oracle query and on
-//! grazing moves).
-//!
-//! Why no candidate is missed: a brush or patch can only be touched by a
-//! centre inside its cull box grown by the moving shape's half-size (see
-//! [`super::accel`]), and no contact's fraction is below the
-//! fraction where the move enters that grown box, so subtrees entered past
-//! the current window's end hold nothing that could change the answer.
+//! The walk's visit order decides only three cases: contacts at the same
+//! fraction (the first found wins), a contact at fraction 0 or a brush the
+//! whole move lies inside (the walk stops there), and a ray's patch hit,
+//! which replaces an earlier contact it crosses no later than 1/8 unit past
+//! (its window). Otherwise the nearest contact wins in every order when its
+//! window ends before any other contact (ties reporting the same plane,
+//! flags and contents count as one), and the search answers; else it says
+//! [`Outcome::Undecided`] and the caller asks the walk. No candidate is
+//! missed: no contact lies before the move enters its primitive's cull box
+//! grown by the shape, so subtrees entered past the window hold none.
 
 use super::accel::bvh::{Bvh, BvhNode, FACET, INDEX, PATCH, PRIMITIVE, WIDE, WIDTH};
 use super::accel::cores::CoreLanes;
@@ -312,14 +298,10 @@ impl Search {
         Ok(())
     }
 
-    /// Whether a contact ties with the nearest one, its window ends where
-    /// the nearest's does, and it reports the same plane, flags and
-    /// contents: then it does not matter which of the two the walk meets
-    /// first (a floor of several brushes, say, or a ray's hits on two
-    /// copies of one patch). Whichever comes first replaces what came
-    /// before (every other contact lies past the window) and keeps the
-    /// other out (a contact at the same fraction, or a ray's facet hit
-    /// crossing past it, replaces nothing), leaving the same answer.
+    /// Whether a contact ties with the nearest one, with the same window and
+    /// the same plane, flags and contents (a floor of several brushes, two
+    /// copies of one patch): whichever the walk meets first, the answer is
+    /// the same.
     #[inline(always)]
     fn is_twin(&self, frac: f32, window: f32, contact: &Contact) -> bool {
         frac == self.frac
@@ -529,12 +511,10 @@ fn run<C: Clipper, P: Probe, const ANY_HIT: bool>(
     Ok(())
 }
 
-/// The stack for a search of `bvh`, in the scratch's `stack`: a full
-/// trace's holds at most the tree's `stack_depth` entries and room for one
-/// node's children; any-hit's twice that, so that it may take two nodes at
-/// a time (see [`Searching::tree`]). Sized once per world; indexed with a
-/// local top, which stays in a register (a Vec's length would be written
-/// back on every push).
+/// The stack for a search of `bvh`, in the scratch's `stack`: the tree's
+/// `stack_depth` plus one node's children (any-hit, taking two nodes at a
+/// time: twice that). Indexed with a local top, which stays in a register
+/// (a Vec's length would be written back on every push).
 pub(super) fn search_stack<'a>(stack: &'a mut Vec<Entry>, bvh: &Bvh) -> &'a mut [Entry] {
     let len = (2 * bvh.stack_depth + 4 * WIDTH).max(bvh.wide.stack_depth + 2 * WIDE);
     if stack.len() < len {
@@ -625,14 +605,11 @@ impl<C: Clipper, P: Probe> Searching<'_, '_, C, P> {
     /// Searches one tree from its root; `to_the_end`: to the end of the
     /// move, not only to the end of the nearest contact's window.
     ///
-    /// A full trace visits the nearest child entered straight (no stack
-    /// round trip) and pushes the others nearest on top. Any-hit
-    /// (`ANY_HIT`) pushes them in any order (the first contact anywhere
-    /// ends the search), stops where the move passes through a solid core
-    /// of `cores`, and when the two entries on top of the stack are both
-    /// nodes, tests both in one step: a move that touches nothing visits
-    /// every node it enters either way, and two at a time the two chains of
-    /// dependent loads and compares overlap.
+    /// A full trace visits the nearest child entered at once and pushes the
+    /// others nearest on top. Any-hit (`ANY_HIT`) pushes them in any order,
+    /// stops at a solid core of `cores`, and tests the top two entries in
+    /// one step when both are nodes (their chains of dependent loads
+    /// overlap; a move touching nothing visits every node either way).
     #[inline(always)]
     pub fn tree<L: Lanes, const ANY_HIT: bool>(
         &mut self,
@@ -883,12 +860,9 @@ pub(super) fn primitive_unmasked<C: Clipper, P: Probe>(
     primitive(world, bvh, reference, clipper, search, probe)
 }
 
-/// Clips one primitive whose contents meet the mask (a node's lane for it,
-/// which holds its contents, was tested, so they are not read again) and
-/// offers what it finds. Kept out of the node
-/// loop: primitives are met a few times per query, nodes many times, and
-/// inlined, the clip code's invariants were hoisted into every search's
-/// set-up and crowded the loop's registers.
+/// Clips one primitive whose contents meet the mask (its lane was tested)
+/// and offers what it finds. Not inlined: its invariants, hoisted into the
+/// node loop, crowded the loop's registers.
 #[inline(never)]
 pub(super) fn primitive<C: Clipper, P: Probe>(
     world: &Kernel,
@@ -900,12 +874,8 @@ pub(super) fn primitive<C: Clipper, P: Probe>(
 ) -> Result<(), Stop> {
     let index = (reference & INDEX) as usize;
     let any_hit = clipper.any_hit();
-    // Whether the reference meets what the clip met: not always where a
-    // primitive reaches out of the leaves of the source's tree that list
-    // it (see `accel::listing`). A contact elsewhere lies in a leaf that
-    // lists it, which the walk reaches no later than the contact; near
-    // such a piece (the box where the move makes the contact, or starts,
-    // when it starts inside) the walk decides.
+    // Near a piece of a primitive outside the leaves listing it
+    // (`accel::listing`) the reference may not meet it: the walk decides.
     let unlisted = &world.accel.unlisted;
     let box_at = |frac: f32| {
         let (start, end, half) = clipper.segment();

@@ -1,35 +1,22 @@
 //! The query kernel: point contents, ray traces, box and shape sweeps
 //! against a [`Kernel`] (a world and what loading derived from it, in
 //! [`accel`]). No I/O and no allocation per query (the caller owns a
-//! [`Scratch`]); batches spread over rayon's pool.
-//!
-//! The path of a trace reads from the names: [`trace`] → the fast search
-//! ([`fast`]: the brushes and patches near the move from a bounding-volume
-//! hierarchy, four lanes wide, or eight with AVX2 in [`wide`]) → each one
-//! clipped ([`brush`], [`patch`]: Quake 3's epsilon rules, four planes at
-//! a time) → the nearest contact, when no visit order could change it; the
-//! rest go to the reference walk ([`mod@walk`]: the BSP descent of the map's
-//! own tree, nearest side first, each plane shifted by the shape's reach).
-//! Shapes take the same paths with their support function ([`sweep`],
-//! [`shape`]), exact shapes refine that with GJK ([`exact`]), registered
-//! onion hulls walk their own tree as a point ([`onion`]).
+//! [`Scratch`]); batches spread over rayon's pool. The paths a trace takes
+//! are drawn in `docs/architecture.md`.
 //!
 //! Why each path exists, and what holds it to the reference walk:
-//! - the walk answers as Quake 3 does (`tests/conformance.rs` against
-//!   Quake 3's own answers);
-//! - the fast search is several times faster; `bspq check` and
-//!   `tests/batch.rs`, `tests/listing.rs` compare it with the walk bit for
-//!   bit (any-hit, batches and threads too);
-//! - the eight-wide search is a third fewer node steps where AVX2 runs it;
-//!   `tests/wide.rs` compares it with the four-wide one;
-//! - the batch's first pass ([`sieve`]) answers moves that reach no
-//!   occupied grid cell without a search; `tests/batch.rs`;
+//! - the walk ([`mod@walk`]) answers as Quake 3 does (`tests/it/conformance.rs`);
+//! - the fast search ([`fast`]) is several times faster; `bspq check`,
+//!   `tests/it/batch.rs` and `tests/it/listing.rs` compare it with the walk;
+//! - the eight-wide search ([`wide`]) is a third fewer node steps with AVX2;
+//!   `tests/it/wide.rs` compares it with the four-wide one;
+//! - the first pass ([`sieve`]) answers moves that reach no occupied grid
+//!   cell without a search; `tests/it/batch.rs`, `tests/it/single_grid.rs`;
 //! - the tie search ([`walk::first_tied_contact`]) finds the walk's answer
-//!   among tied contacts without the whole walk; `tests/batch.rs`;
-//! - onion hulls skip subtrees free for their box; `tests/onion.rs`
-//!   against the box sweep;
-//! - a world of one brush (a scene's box entity, most inline models) is
-//!   clipped directly, without the search ([`lone_brush`]); the scene's
+//!   among tied contacts without the whole walk; `tests/it/batch.rs`;
+//! - onion hulls ([`onion`]) skip subtrees free for their box;
+//!   `tests/it/onion.rs` against the box sweep;
+//! - a world of one brush is clipped directly ([`lone_brush`]); the scene's
 //!   tests against this world's fast path and walk.
 
 pub mod accel;
@@ -241,11 +228,9 @@ fn walk<P: walk::Probe>(
     settle(world, work, outcome, scratch, probe)
 }
 
-/// Makes the fast trace's `outcome` the move's answer: as found (returned:
-/// the result is built from it in one piece; filling `work.result` field by
-/// field and copying it out cost each query two stalled loads), a hit
-/// (any-hit), or, when the walk's order decides it, the BSP walk's answer
-/// (both left in `work.result`).
+/// Makes the fast trace's `outcome` the move's answer: as found (returned,
+/// built in one piece: filling `work.result` cost two stalled loads), a hit
+/// (any-hit), or the BSP walk's answer (both left in `work.result`).
 #[inline(always)]
 fn settle<P: walk::Probe>(
     world: &Kernel,

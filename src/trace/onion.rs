@@ -1,24 +1,16 @@
 //! Hull traces through the onion tree (see `compile::onion`): a registered
 //! box size traced as a point.
 //!
-//! The box's centre walks the tree as a ray does (planes thickened only by
-//! the walk's slack); each leaf it reaches names, for the hull, the
-//! brushes whose expanded obstacle holds the cell and the patches near it.
-//! Those are clipped by the box sweep's own routines (`trace::brush`,
-//! `trace::patch`) with the hull's box, so fractions, planes and flags are
-//! the box sweep's, bit for bit.
-//!
-//! Only the order in which brushes are met differs from the box sweep's
-//! walk, and the box sweep's answer depends on that order in two cases:
-//! equal contacts (the first met wins) and contacts that stop the walk (a
-//! brush the box never leaves, or a hit at fraction 0: what came before it
-//! decides startsolid and the reported plane). Each brush is therefore
-//! clipped on its own and the results folded here (a start inside a brush
-//! the box leaves only sets `startsolid`, whatever the order; a move-less
-//! trace inside brushes that agree on contents has one answer); when the
-//! nearest contact is shared by brushes or patches that disagree on plane,
-//! flags or contents, or the walk would have stopped, the query is answered
-//! by the box sweep itself (counted in [`HullStats::box_fallback`]).
+//! The box's centre walks the tree as a ray does; each leaf names, for the
+//! hull, the brushes whose expanded obstacle holds the cell and the patches
+//! near it, clipped by the box sweep's own routines with the hull's box, so
+//! fractions, planes and flags are the box sweep's, bit for bit. Only the
+//! order brushes are met in differs, and it decides the box sweep's answer
+//! in two cases: equal contacts, and contacts that stop the walk. So each
+//! brush is clipped on its own and the results folded here; where the
+//! nearest contact is shared by primitives that disagree on plane, flags or
+//! contents, or the walk would have stopped, the box sweep answers
+//! (counted in [`HullStats::box_fallback`]).
 
 use super::fast::{Clipped, Clipper};
 use super::walk::{clip_patch, walk, with_stack, HullNodes, Move, PointReach, Segment, Visitor};
@@ -128,50 +120,30 @@ pub fn trace_hull_with_stats(
         return (super::trace(world, &q.query, scratch), stats);
     }
     scratch.begin(world);
-    let (w, best, ambiguous, order_dependent, startsolid, inside) =
-        with_stack(scratch, |stack, scratch| {
-            let mut walk = Walk {
-                world,
-                hull: q.hull,
-                w: TraceWork::new(&q.query),
-                scratch,
-                best: None,
-                ambiguous: false,
-                order_dependent: false,
-                startsolid: false,
-                inside: None,
-                stats: &mut stats,
-            };
-            walk.run(stack);
-            let Walk {
-                w,
-                best,
-                ambiguous,
-                order_dependent,
-                startsolid,
-                inside,
-                ..
-            } = walk;
-            (w, best, ambiguous, order_dependent, startsolid, inside)
-        });
-    if ambiguous || order_dependent {
+    let (mut w, found) = with_stack(scratch, |stack, scratch| {
+        let mut walk = Walk {
+            world,
+            hull: q.hull,
+            w: TraceWork::new(&q.query),
+            scratch,
+            found: Folded::default(),
+            stats: &mut stats,
+        };
+        walk.run(stack);
+        (walk.w, walk.found)
+    });
+    if found.ambiguous || found.order_dependent {
         stats.box_fallback = true;
-        stats.tie = ambiguous && !order_dependent;
+        stats.tie = found.ambiguous && !found.order_dependent;
         return (super::trace(world, &q.query, scratch), stats);
     }
-    let mut w = w;
-    w.result = match inside {
+    w.result = found.best.unwrap_or_default();
+    if let Some(contents) = found.inside {
         // A move-less box inside: what the box sweep's position test reports.
-        Some(contents) => TraceResult {
-            startsolid: true,
-            allsolid: true,
-            fraction: 0.0,
-            contents,
-            ..TraceResult::default()
-        },
-        None => best.unwrap_or_default(),
-    };
-    w.result.startsolid |= startsolid;
+        w.result = TraceResult::default();
+        w.result.set_inside(contents);
+    }
+    w.result.startsolid |= found.startsolid;
     (w.finish(&q.query), stats)
 }
 
@@ -180,6 +152,13 @@ struct Walk<'a, 'w> {
     hull: usize,
     w: TraceWork,
     scratch: &'a mut Scratch,
+    found: Folded,
+    stats: &'a mut HullStats,
+}
+
+/// The brushes' and patches' own clips, folded.
+#[derive(Default)]
+struct Folded {
     /// The nearest contact so far (first met among equals).
     best: Option<TraceResult>,
     /// Another contact as near as `best` reports something else.
@@ -191,12 +170,11 @@ struct Walk<'a, 'w> {
     startsolid: bool,
     /// A move-less box lies inside brushes (or patches) of these contents.
     inside: Option<u32>,
-    stats: &'a mut HullStats,
 }
 
 impl Walk<'_, '_> {
     fn best_fraction(&self) -> f32 {
-        self.best.map_or(1.0, |b| b.fraction)
+        self.found.best.map_or(1.0, |b| b.fraction)
     }
 
     fn run(&mut self, stack: &mut Vec<Segment>) {
@@ -239,14 +217,14 @@ impl Walk<'_, '_> {
             match self.w.brush(world, b) {
                 Clipped::Miss => {}
                 Clipped::Inside { gets_out: false } => {
-                    self.order_dependent = true;
+                    self.found.order_dependent = true;
                     return;
                 }
                 // No contact is reported for it; only the flag.
-                Clipped::Inside { gets_out: true } => self.startsolid = true,
+                Clipped::Inside { gets_out: true } => self.found.startsolid = true,
                 Clipped::Enter { frac, contact } => {
                     self.offer(contact.at(frac));
-                    if self.order_dependent {
+                    if self.found.order_dependent {
                         return;
                     }
                 }
@@ -275,7 +253,7 @@ impl Walk<'_, '_> {
             let mut r = TraceResult::default();
             clip_patch(world, &self.w, p, &mut r);
             self.offer(r);
-            if self.order_dependent {
+            if self.found.order_dependent {
                 return;
             }
         }
@@ -284,9 +262,9 @@ impl Walk<'_, '_> {
     /// A move-less box lies inside something with `contents`: the box
     /// sweep reports the first it meets, so all must agree.
     fn inside_of(&mut self, contents: u32) {
-        match self.inside {
-            Some(c) if c != contents => self.order_dependent = true,
-            _ => self.inside = Some(contents),
+        match self.found.inside {
+            Some(c) if c != contents => self.found.order_dependent = true,
+            _ => self.found.inside = Some(contents),
         }
     }
 
@@ -296,10 +274,10 @@ impl Walk<'_, '_> {
             return;
         }
         if r.fraction == 0.0 {
-            self.order_dependent = true;
+            self.found.order_dependent = true;
             return;
         }
-        match self.best {
+        match self.found.best {
             Some(b) if r.fraction > b.fraction => {}
             Some(b) if r.fraction == b.fraction => {
                 let same = r.normal == b.normal
@@ -307,12 +285,12 @@ impl Walk<'_, '_> {
                     && r.surface_flags == b.surface_flags
                     && r.contents == b.contents;
                 if !same {
-                    self.ambiguous = true;
+                    self.found.ambiguous = true;
                 }
             }
             _ => {
-                self.best = Some(r);
-                self.ambiguous = false;
+                self.found.best = Some(r);
+                self.found.ambiguous = false;
             }
         }
     }
@@ -331,10 +309,10 @@ impl Visitor for Walk<'_, '_> {
         if record.contents & self.w.mask != 0 {
             self.clip_brushes(&record);
         }
-        if !self.order_dependent {
+        if !self.found.order_dependent {
             self.clip_patches(&record);
         }
-        self.order_dependent
+        self.found.order_dependent
     }
 
     fn node(&mut self) {

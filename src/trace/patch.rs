@@ -248,13 +248,10 @@ fn point_facet_hit(
 }
 
 /// Whether the ray, crossing the facet's surface plane at `at`, crosses it
-/// within every border: it is in front of a border (of the border's own
-/// normal, whether or not the facet uses it flipped) until `at` or from
-/// `at` on, as the border faces. Four planes at a time, from the facet's
-/// lane records (surface plane first, inward borders flipped), with no
-/// branch per border. A flipped plane's distances are the unflipped ones
-/// negated (exactly), so it is in front of its own normal when its distance
-/// is below zero, and it crosses where the unflipped plane does.
+/// within every border (in front of the border's own normal until `at` or
+/// from `at` on, as the border faces). Four planes at a time from the
+/// facet's lane records, inward borders flipped: a flipped plane's
+/// distances are exactly the unflipped ones negated.
 fn ray_within_borders(records: &[SideLanes], inward: u32, w: &TraceWork, at: f32) -> bool {
     let (start, end) = (splat_axes(w.start), splat_axes(w.end));
     let at = Vec4::splat(at);

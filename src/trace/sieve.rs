@@ -1,21 +1,14 @@
-//! Which queries surely touch nothing, before any search.
+//! Which queries surely touch nothing, before any search: a ray or box move
+//! whose swept box reaches no occupied cell of the world's grid
+//! ([`super::accel::occupancy`]) enters no primitive's bounds, so its answer
+//! is the search's for it: fraction 1, nothing else set. A single query
+//! asks before its search ([`Sieve::touches_nothing`]); a batch asks for all
+//! its queries in one branch-free pass ([`super::batch`]).
 //!
-//! A ray or box move whose swept box reaches no occupied cell of the
-//! world's grid ([`super::accel::occupancy`]) enters no primitive's bounds,
-//! so the search would find nothing: its answer is the end of the move,
-//! fraction 1, nothing else set, exactly what the search returns for it
-//! (and `false` from [`super::any_hit`]). A single query asks before its
-//! search ([`Sieve::touches_nothing`]); a batch asks this of all its queries
-//! in one pass without a branch per query, then searches only the rest
-//! (see [`super::batch`]).
-//!
-//! Asking costs a single query about a hundred instructions, and on a
-//! large grid cache misses as well; it pays only where it clears many
-//! moves. So whether single full traces and single any-hit queries ask at
-//! all is chosen once per world when it loads ([`choose`]), from the
-//! grid's size and a sample of moves inside the level: a query that does
-//! not ask gets a sieve with an empty grid ([`Sieve::single`]), whose
-//! question ends at its first test.
+//! Asking costs a single query about a hundred instructions (and cache
+//! misses on a large grid), so whether single queries ask at all is chosen
+//! once per world at load ([`choose`]) from the grid's size and a sample of
+//! moves; a query that does not ask gets an empty grid ([`Sieve::single`]).
 
 use super::accel::border_starts::BorderStarts;
 use super::accel::occupancy::{Occupancy, SingleAsks};
@@ -40,15 +33,7 @@ impl<'w> Sieve<'w> {
     /// The sieve of `world` (one that passes every query through when the
     /// world answers with the walk alone).
     pub fn new(world: &'w Kernel) -> Self {
-        let kernel = &world.accel;
-        Sieve {
-            occupancy: if !world.walk_only {
-                &kernel.occupancy
-            } else {
-                &NO_OCCUPANCY
-            },
-            border_starts: &kernel.border_starts,
-        }
+        Self::asking(world, !world.walk_only)
     }
 
     /// The sieve of `world` for one query at a time, of the full trace
@@ -57,8 +42,14 @@ impl<'w> Sieve<'w> {
     /// that the question ends at its first test.
     #[inline(always)]
     pub fn single<const ANY_HIT: bool>(world: &'w Kernel) -> Self {
+        let asks = world.accel.occupancy.single.asks[usize::from(ANY_HIT)];
+        Self::asking(world, !world.walk_only && asks)
+    }
+
+    /// The sieve of `world` with its grid, or (not `asks`) an empty one.
+    #[inline(always)]
+    fn asking(world: &'w Kernel, asks: bool) -> Self {
         let kernel = &world.accel;
-        let asks = !world.walk_only && kernel.occupancy.single.asks[usize::from(ANY_HIT)];
         Sieve {
             occupancy: if asks {
                 &kernel.occupancy
@@ -186,22 +177,13 @@ pub fn missed(query: &TraceQuery) -> TraceResult {
     TraceResult::default().ended(query)
 }
 
-/// The rule [`choose`] applies, from measurements over 35 maps (single
-/// rays and boxes, full trace and any-hit, with the grid asked and not).
-/// An operation's single queries ask the grid when, for the sample's rays
-/// or for its boxes, the grid
-/// - has at most [`CACHED_GRID`] bytes (it stays in cache, and asking
-///   costs some instructions only) and clears at least
-///   [`CACHED_ASKS_FROM`] of them;
-/// - or has at most [`LARGE_GRID`] bytes (its loads miss the cache) and
-///   clears at least [`ASKS_FROM`] of them, or the searches it spares
-///   would visit at least [`NODES_SAVED_FROM`] hierarchy nodes per
-///   sampled move;
-/// - or is larger, and those searches would visit at least
-///   [`LARGE_NODES_SAVED_FROM`] nodes per sampled move (where such a grid
-///   cleared 76 % of the boxes, whose searches visited 1.4 nodes per
-///   sampled move, asking still cost more than it saved; where they
-///   visited 2.8, any-hit lost a quarter without it).
+/// The rule [`choose`] applies (measured over 35 maps; see the benchmark
+/// log). Single queries ask the grid when, for the sample's rays or boxes,
+/// it has at most [`CACHED_GRID`] bytes (in cache) and clears at least
+/// [`CACHED_ASKS_FROM`] of them; or at most [`LARGE_GRID`] bytes and clears
+/// at least [`ASKS_FROM`], or spares searches of at least
+/// [`NODES_SAVED_FROM`] nodes per sampled move; or is larger and spares at
+/// least [`LARGE_NODES_SAVED_FROM`].
 const CACHED_GRID: usize = 256 << 10;
 const CACHED_ASKS_FROM: f32 = 0.05;
 const LARGE_GRID: usize = 1280 << 10;
@@ -216,17 +198,12 @@ const TRIES_WITHOUT_CLUSTERS: usize = 4;
 /// Moves sampled per kind.
 const SAMPLE_MOVES: usize = 1024;
 
-/// Whether single rays and single box moves should ask `world`'s grid
-/// before their search, for the full trace and for any-hit (see
-/// [`SingleAsks`]): from the grid's size, the share of a sample of moves
-/// it clears and the hierarchy nodes the search visits for those moves
-/// (per sampled move), by the rule at [`CACHED_GRID`]. The sample is the
-/// same for the same world: it starts at empty points inside the level,
-/// found as `bspq workload` finds them; rays are half short moves (16–256
-/// units, any direction) and half sight lines between two such points,
-/// boxes player-sized, mostly walking (short, nearly level) or dropping,
-/// and small boxes moving any way. Without a grid nothing asks; without a
-/// start point found, everything asks (as the batch does).
+/// Whether single rays and box moves should ask `world`'s grid before
+/// their search, for the full trace and any-hit ([`SingleAsks`]), by the
+/// rule at [`CACHED_GRID`] on a fixed sample of moves from empty points
+/// inside the level (as `bspq workload` makes them: short rays and sight
+/// lines; player boxes walking and dropping, small boxes). Without a grid
+/// nothing asks; without a start point found, everything asks.
 pub fn choose(world: &Kernel) -> SingleAsks {
     let sieve = Sieve::new(world);
     if sieve.occupancy.bytes() == 0 {

@@ -669,24 +669,16 @@ pub(crate) fn may_touch_brush(world: &Kernel, b: usize, bounds: &[Vec3A; 2]) -> 
     overlaps(bounds, Vec3A::from(lo), Vec3A::from(hi))
 }
 
-/// The first brush or patch the full walk meets among those the move
-/// touches first, at `frac` (above 0, starting inside nothing: see
-/// [`super::fast::Outcome::Tied`]), and what that contact reports: the
-/// walk's answer, without the rest of the walk; `None` when this cannot
-/// tell, and the walk must decide.
+/// The contact the full walk reports among the tied nearest ones at `frac`
+/// (above 0, starting inside nothing: [`super::fast::Outcome::Tied`]),
+/// without the rest of the walk; `None`: the walk must decide.
 ///
-/// The walk keeps the first of equal contacts (a later one must be strictly
-/// nearer), and it skips a piece of the move that starts at or past its
-/// nearest contact so far, which is never nearer than `frac`. Walked here
-/// without that skipping, and every new brush and patch clipped on its own
-/// (in the walk's order: a leaf's brushes, then its patches), the leaves
-/// come in the walk's order with more of them; the first primitive found at
-/// `frac` in a piece starting before `frac` is the one: the walk reaches
-/// that piece (nothing it met before is as near as `frac`), and meets
-/// nothing at `frac` before it (it would have come first here too). One
-/// found at `frac` first in a piece starting at `frac` or later leaves it
-/// to the walk, and so, for a ray, does any patch within reach (a ray's
-/// patch hit may replace a nearer contact).
+/// The walk keeps the first of equal contacts and skips pieces starting at
+/// or past its nearest contact. Walked here without that skipping, each
+/// primitive clipped on its own in the walk's order, the first found at
+/// `frac` in a piece starting before `frac` is the walk's (it reaches that
+/// piece and meets nothing at `frac` earlier). One found first in a later
+/// piece, or for a ray any patch within reach, leaves it to the walk.
 pub(crate) fn first_tied_contact<C: Clipper>(
     world: &Kernel,
     c: &C,

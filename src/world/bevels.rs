@@ -1,14 +1,10 @@
 //! Shape bevels: extra planes per brush that only sphere, capsule, cylinder
-//! and convex sweeps read (Melax 2000). Each is a supporting plane of its
-//! brush (it touches the brush without cutting it), so the solid is
-//! unchanged; a plane-shifted rounded shape meets it before the corner where
-//! two far-apart sides' shifted planes cross, which is where plane shifting
-//! over-approximates. Boxes and rays never read them: their answers match
-//! Quake 3's, which has only the brush's own sides.
-//!
-//! In the file: two optional sections ([`super::format`]), `shape_bevel_ranges`
-//! (one [`BevelRange`] per brush, or none) and `shape_bevels`. A world
-//! without them loads and traces as before.
+//! and convex sweeps read (Melax 2000). Each supports its brush without
+//! cutting it, and stops a plane-shifted rounded shape before the corner
+//! where two far-apart sides' shifted planes cross (where plane shifting
+//! over-approximates). Boxes and rays never read them, as in Quake 3. In
+//! the file: the optional sections `shape_bevel_ranges` (one [`BevelRange`]
+//! per brush, or none) and `shape_bevels`.
 
 use super::format::FormatError;
 use super::World;

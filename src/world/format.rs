@@ -1,160 +1,12 @@
-//! The compiled world file: layout, writer and structural parser.
-//!
-//! All integers and floats are little-endian. The file is:
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 8 | magic `BSPQWRLD` |
-//! | 8 | 4 | format version (u32, currently 2; this build reads only 2) |
-//! | 12 | 4 | header length (u32, 64) |
-//! | 16 | 4 | section count (u32, at most [`MAX_SECTIONS`]) |
-//! | 20 | 4 | flags (u32; bit 0: patches compiled in; bit 1: shape bevel sections present; bit 2: source tree sections present; bit 3: visibility sections present) |
-//! | 24 | 8 | file length in bytes (u64) |
-//! | 32 | 8 | checksum: xxh3-64 (seed 0) of bytes `64..file length` (u64) |
-//! | 40 | 24 | reserved, zero |
-//! | 64 | 32 × count | section table |
-//!
-//! A section table entry is `kind: u32, record_size: u32, offset: u64,
-//! count: u64, reserved: u64` (32 bytes). Every section starts at a multiple
-//! of 16 and holds `count` records of `record_size` bytes, which must equal the
-//! size of the record type of its kind (see [`SectionKind`] and the
-//! `#[repr(C)]` structs in [`crate::world`]). Each kind appears at most once;
-//! kinds 1–12, 17 and 18 always. The `Meta` section is UTF-8 JSON
-//! ([`FileMeta`]) and `Entities` is text; all others are arrays of plain
-//! records that the loader casts in place, without parsing.
-//!
-//! ## The entity lump (section 17, since version 2)
-//!
-//! | kind | name | record | count |
-//! |---|---|---|---|
-//! | 17 | `entities` | byte | the text's length |
-//!
-//! The source map's entity lump as it was: its bytes up to the first NUL
-//! (none when the map has no entities), so the entities of a world are the
-//! same whether it was loaded from the map or from this file. The raw text
-//! rather than a parsed form: it keeps the map's bytes exactly (Latin-1,
-//! comments, duplicate keys and all), one parser
-//! ([`crate::source::entities`]) gives both sources their meaning, and
-//! there is no second encoding to keep in step. The loader parses it and
-//! refuses the file ([`FormatError::Entities`]) when it does not parse.
-//! Version 1 files, which lack it, are refused as an unsupported version:
-//! recompile them from their maps.
-//!
-//! ## Inline models (section 18)
-//!
-//! | kind | name | record | count |
-//! |---|---|---|---|
-//! | 18 | `models` | byte | the section's length |
-//!
-//! The map's inline models `*1`…`*N` (doors, platforms), each a complete
-//! world file of its own nested in this one. The section holds, with
-//! offsets relative to the section's start:
-//!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 8 | model count N (u64) |
-//! | 8 | 16 × N | per model, `offset: u64, length: u64` |
-//! | … | … | the models' files, in order |
-//!
-//! Model `k` (`*k`) lies at the first multiple of 16 at or after the end
-//! of the one before it (of the table, for `*1`), the gap zero bytes, and
-//! the section ends where the last one does: one layout per world, so a
-//! file re-serialises to the same bytes. A nested file is a world file as
-//! this module describes (header, checksum and all; its header's file
-//! length is its entry's length) with an empty models section: models
-//! have no models. Nesting whole files rather than adding
-//! each model's arrays as more sections keeps one loader and one validator
-//! for both, lets each model's records be cast in place where they lie
-//! (the section starts at a multiple of 16, and so does each model within
-//! it), and lets a mapped file's models stay mapped. The parent's checksum
-//! covers the nested files, which keep their own.
-//!
-//! The section is required, possibly empty (N = 0, 8 bytes): a version 2
-//! file written before it existed is refused as missing it, so that a
-//! world never silently loads without its models. The loader checks the
-//! count against the section's length, every entry's alignment, order,
-//! bounds and length, then each model as a file ([`FormatError::ModelEntry`],
-//! [`FormatError::Model`], [`FormatError::NestedModels`]).
-//!
-//! ## Onion hulls (optional sections 13–16)
-//!
-//! A world compiled with `--hull NAME=…` lists its hulls (name, mins, maxs)
-//! in the metadata (`info.hulls`, at most [`super::MAX_HULLS`]) and carries
-//! four more sections, all present or all absent ([`HULL_SECTIONS`]):
-//!
-//! | kind | name | record | count |
-//! |---|---|---|---|
-//! | 13 | `leaf_hull_solid` | u32 bitset (bit h: the leaf is solid for hull h) | leaves |
-//! | 14 | `hull_leaves` | [`super::HullLeaf`] (20 bytes), record `leaf·hulls + h` | leaves × hulls |
-//! | 15 | `hull_leaf_brushes` | u32 brush index | any |
-//! | 16 | `hull_leaf_patches` | u32 patch index | any |
-//!
-//! The hulls' splitting planes are ordinary nodes and planes of the one tree
-//! (its leaves are cells that are wholly inside or outside every expanded
-//! brush of every hull); every leaf keeps its ordinary record too, so rays
-//! and boxes answer as in a world without hulls. A world without hulls has
-//! none of these sections.
-//!
-//! ## Shape bevels (optional sections 32–33)
-//!
-//! Optional sections ([`OPTIONAL_SECTIONS`]) appear at most once and may be
-//! left out; a file without them loads as before:
-//!
-//! | kind | name | record |
-//! |---|---|---|
-//! | 32 | `shape_bevel_ranges` | [`super::BevelRange`] (8 bytes: `first`, `count` u32), one per brush |
-//! | 33 | `shape_bevels` | [`super::ShapeBevel`] (20 bytes: normal 3×f32, dist f32, surface flags u32) |
-//!
-//! Header flag bit 1 ([`FLAG_SHAPE_BEVELS`]) says whether they are there: a
-//! file with the flag must have both, a file without it neither (so a
-//! damaged section count cannot silently drop them). They hold the extra
-//! bevel planes only shape sweeps read (see
-//! [`super::bevels`], validated there: one range per brush or none, ranges
-//! in bounds, finite unit normals). `bspq compile` writes them when shape
-//! bevels are on; the writer leaves them out when there are none.
-//!
-//! ## The source's tree (optional sections 34–37)
-//!
-//! | kind | name | record |
-//! |---|---|---|
-//! | 34 | `source_nodes` | [`super::Node`] (16 bytes; `plane` indexes `planes`, `flags` 0) |
-//! | 35 | `source_leaves` | [`super::Leaf`] (20 bytes; `contents` 0) |
-//! | 36 | `source_leaf_brushes` | u32 brush index |
-//! | 37 | `source_leaf_patches` | u32 patch index |
-//!
-//! The tree of the map the world was compiled from, in the source's order
-//! (see [`super::SourceTree`]): answers that depend on the order in which
-//! the reference visits leaves walk it. Header flag bit 2
-//! ([`FLAG_SOURCE_TREE`]) says whether they are there, all four or none; a
-//! file without them loads and answers those cases from its own tree, and
-//! builds that predate them reject a file with them (unknown kind).
-//!
-//! ## Visibility (optional sections 38–40)
-//!
-//! | kind | name | record |
-//! |---|---|---|
-//! | 38 | `source_leaf_vis` | [`super::LeafVis`] (8 bytes: `cluster`, `area` i32), one per source leaf |
-//! | 39 | `visibility` | byte: the map's visibility data (cluster count i32, row length i32, the rows), empty when the map has none |
-//! | 40 | `area_portals` | [`super::AreaPortal`] (16 bytes: two areas i32, entity u32, model u32) |
-//!
-//! What potentially-visible-set queries read (see
-//! [`super::SourceTree::visibility`]): each source leaf's cluster and area,
-//! which clusters each cluster may see, and the area portals (the movers
-//! that join two areas, see [`super::vis`]). Header flag bit 3
-//! ([`FLAG_VISIBILITY`]) says whether they are there, all three or none, and
-//! only with the source tree. Additive like the source tree: the version
-//! stays 2, a file without them (written before they existed) loads and
-//! answers everything but those queries, which it refuses as having no
-//! visibility data; builds that predate them reject a file with them
-//! (unknown kind). The loader checks one record per source leaf, clusters
-//! in `-1..count` (any cluster when the map has no visibility data),
-//! areas in `-1..leaves`, that the rows fill the section exactly, each
-//! long enough for every cluster's bit, and that each portal joins two
-//! different areas that leaves have.
+//! The compiled world file: layout, writer and structural parser. The
+//! format, field by field, is in `docs/world-file.md`: a 64-byte header
+//! (magic, version, flags, length, xxh3-64 checksum), a section table, and
+//! 16-byte-aligned sections of `#[repr(C)]` records the loader casts in
+//! place; inline models are whole world files nested in their section.
 
 use super::{
-    Brush, BrushSide, Facet, FacetBorder, Leaf, Node, Patch, PatchPlane, Plane, World, WorldData,
-    WorldInfo,
+    AreaPortal, BevelRange, Brush, BrushSide, Facet, FacetBorder, HullLeaf, Leaf, LeafVis, Node,
+    Patch, PatchPlane, Plane, ShapeBevel, World, WorldData, WorldInfo,
 };
 use crate::source::entities::{self, Entity, EntityError};
 use bytemuck::Pod;
@@ -177,37 +29,66 @@ pub const FLAG_SOURCE_TREE: u32 = 4;
 /// The optional visibility sections are present.
 pub const FLAG_VISIBILITY: u32 = 8;
 
-/// The kinds of section, with their numbers in the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum SectionKind {
-    Meta = 1,
-    Planes = 2,
-    Brushes = 3,
-    BrushSides = 4,
-    Nodes = 5,
-    Leaves = 6,
-    LeafBrushes = 7,
-    LeafPatches = 8,
-    Patches = 9,
-    PatchPlanes = 10,
-    Facets = 11,
-    FacetBorders = 12,
-    LeafHullSolid = 13,
-    HullLeaves = 14,
-    HullLeafBrushes = 15,
-    HullLeafPatches = 16,
-    Entities = 17,
-    Models = 18,
-    ShapeBevelRanges = 32,
-    ShapeBevels = 33,
-    SourceNodes = 34,
-    SourceLeaves = 35,
-    SourceLeafBrushes = 36,
-    SourceLeafPatches = 37,
-    SourceLeafVis = 38,
-    Visibility = 39,
-    AreaPortals = 40,
+/// Declares [`SectionKind`] from one table: each kind's number in the
+/// file, its name in messages, and its record type.
+macro_rules! section_kinds {
+    ($($kind:ident = $number:literal, $name:literal, $record:ty;)*) => {
+        /// The kinds of section, with their numbers in the file.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[repr(u32)]
+        pub enum SectionKind {
+            $($kind = $number,)*
+        }
+
+        impl SectionKind {
+            pub fn from_u32(v: u32) -> Option<Self> {
+                [$(SectionKind::$kind),*].into_iter().find(|k| *k as u32 == v)
+            }
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(SectionKind::$kind => $name,)*
+                }
+            }
+
+            /// The size of one record of this kind.
+            pub fn record_size(self) -> usize {
+                match self {
+                    $(SectionKind::$kind => std::mem::size_of::<$record>(),)*
+                }
+            }
+        }
+    };
+}
+
+section_kinds! {
+    Meta = 1, "meta", u8;
+    Planes = 2, "planes", Plane;
+    Brushes = 3, "brushes", Brush;
+    BrushSides = 4, "brush_sides", BrushSide;
+    Nodes = 5, "nodes", Node;
+    Leaves = 6, "leaves", Leaf;
+    LeafBrushes = 7, "leaf_brushes", u32;
+    LeafPatches = 8, "leaf_patches", u32;
+    Patches = 9, "patches", Patch;
+    PatchPlanes = 10, "patch_planes", PatchPlane;
+    Facets = 11, "facets", Facet;
+    FacetBorders = 12, "facet_borders", FacetBorder;
+    LeafHullSolid = 13, "leaf_hull_solid", u32;
+    HullLeaves = 14, "hull_leaves", HullLeaf;
+    HullLeafBrushes = 15, "hull_leaf_brushes", u32;
+    HullLeafPatches = 16, "hull_leaf_patches", u32;
+    Entities = 17, "entities", u8;
+    Models = 18, "models", u8;
+    ShapeBevelRanges = 32, "shape_bevel_ranges", BevelRange;
+    ShapeBevels = 33, "shape_bevels", ShapeBevel;
+    SourceNodes = 34, "source_nodes", Node;
+    SourceLeaves = 35, "source_leaves", Leaf;
+    SourceLeafBrushes = 36, "source_leaf_brushes", u32;
+    SourceLeafPatches = 37, "source_leaf_patches", u32;
+    SourceLeafVis = 38, "source_leaf_vis", LeafVis;
+    Visibility = 39, "visibility", u8;
+    AreaPortals = 40, "area_portals", AreaPortal;
 }
 
 /// The sections every file has.
@@ -252,83 +133,6 @@ pub const SOURCE_TREE_SECTIONS: [SectionKind; 4] = [
     SectionKind::SourceLeafBrushes,
     SectionKind::SourceLeafPatches,
 ];
-
-impl SectionKind {
-    pub fn from_u32(v: u32) -> Option<Self> {
-        ALL_SECTIONS
-            .iter()
-            .chain(HULL_SECTIONS.iter())
-            .chain(&OPTIONAL_SECTIONS)
-            .chain(&SOURCE_TREE_SECTIONS)
-            .chain(&VISIBILITY_SECTIONS)
-            .copied()
-            .find(|k| *k as u32 == v)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            SectionKind::Meta => "meta",
-            SectionKind::Planes => "planes",
-            SectionKind::Brushes => "brushes",
-            SectionKind::BrushSides => "brush_sides",
-            SectionKind::Nodes => "nodes",
-            SectionKind::Leaves => "leaves",
-            SectionKind::LeafBrushes => "leaf_brushes",
-            SectionKind::LeafPatches => "leaf_patches",
-            SectionKind::Patches => "patches",
-            SectionKind::PatchPlanes => "patch_planes",
-            SectionKind::Facets => "facets",
-            SectionKind::FacetBorders => "facet_borders",
-            SectionKind::Entities => "entities",
-            SectionKind::Models => "models",
-            SectionKind::LeafHullSolid => "leaf_hull_solid",
-            SectionKind::HullLeaves => "hull_leaves",
-            SectionKind::HullLeafBrushes => "hull_leaf_brushes",
-            SectionKind::HullLeafPatches => "hull_leaf_patches",
-            SectionKind::ShapeBevelRanges => "shape_bevel_ranges",
-            SectionKind::ShapeBevels => "shape_bevels",
-            SectionKind::SourceNodes => "source_nodes",
-            SectionKind::SourceLeaves => "source_leaves",
-            SectionKind::SourceLeafBrushes => "source_leaf_brushes",
-            SectionKind::SourceLeafPatches => "source_leaf_patches",
-            SectionKind::SourceLeafVis => "source_leaf_vis",
-            SectionKind::Visibility => "visibility",
-            SectionKind::AreaPortals => "area_portals",
-        }
-    }
-
-    /// The size of one record of this kind.
-    pub fn record_size(self) -> usize {
-        use std::mem::size_of;
-        match self {
-            SectionKind::Meta
-            | SectionKind::Entities
-            | SectionKind::Models
-            | SectionKind::Visibility => 1,
-            SectionKind::SourceLeafVis => size_of::<super::LeafVis>(),
-            SectionKind::AreaPortals => size_of::<super::AreaPortal>(),
-            SectionKind::Planes => size_of::<Plane>(),
-            SectionKind::Brushes => size_of::<Brush>(),
-            SectionKind::BrushSides => size_of::<BrushSide>(),
-            SectionKind::Nodes | SectionKind::SourceNodes => size_of::<Node>(),
-            SectionKind::Leaves | SectionKind::SourceLeaves => size_of::<Leaf>(),
-            SectionKind::LeafBrushes
-            | SectionKind::LeafPatches
-            | SectionKind::SourceLeafBrushes
-            | SectionKind::SourceLeafPatches
-            | SectionKind::LeafHullSolid
-            | SectionKind::HullLeafBrushes
-            | SectionKind::HullLeafPatches => size_of::<u32>(),
-            SectionKind::HullLeaves => size_of::<super::HullLeaf>(),
-            SectionKind::Patches => size_of::<Patch>(),
-            SectionKind::PatchPlanes => size_of::<PatchPlane>(),
-            SectionKind::Facets => size_of::<Facet>(),
-            SectionKind::FacetBorders => size_of::<FacetBorder>(),
-            SectionKind::ShapeBevelRanges => size_of::<super::BevelRange>(),
-            SectionKind::ShapeBevels => size_of::<super::ShapeBevel>(),
-        }
-    }
-}
 
 /// The metadata section.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -593,8 +397,8 @@ fn align16(n: usize) -> usize {
 }
 
 /// Where the inline models of a parsed file lie: model `*k`'s nested file
-/// is `bytes[ranges[k - 1]]` (absolute offsets). Checks the table as the
-/// module docs lay it out (the count against the section's length, every
+/// is `bytes[ranges[k - 1]]` (absolute offsets). Checks the table as
+/// `docs/world-file.md` lays it out (the count against the section's length, every
 /// entry's alignment, order, bounds and length, the zero padding, the
 /// section ending with the last model); the nested files themselves are
 /// checked by loading them.
@@ -743,6 +547,11 @@ pub fn write(world: &WorldData) -> Vec<u8> {
     write_with_models(world, &models)
 }
 
+/// A section's kind, record count and bytes, for the writer.
+fn records<T: Pod>(kind: SectionKind, records: &[T]) -> (SectionKind, usize, &[u8]) {
+    (kind, records.len(), bytemuck::cast_slice(records))
+}
+
 /// The models section for the nested files `models` (each a whole world
 /// file): the count, the table, then the files at 16-byte boundaries.
 fn models_section(models: &[Vec<u8>]) -> Vec<u8> {
@@ -773,144 +582,50 @@ pub fn write_with_models(world: &WorldData, models: &[Vec<u8>]) -> Vec<u8> {
     let meta_json = serde_json::to_vec(&meta).unwrap_or_default();
     let models_body = models_section(models);
     let mut bodies: Vec<(SectionKind, usize, &[u8])> = vec![
-        (SectionKind::Meta, meta_json.len(), &meta_json),
-        (
-            SectionKind::Planes,
-            world.planes.len(),
-            bytemuck::cast_slice(&world.planes),
-        ),
-        (
-            SectionKind::Brushes,
-            world.brushes.len(),
-            bytemuck::cast_slice(&world.brushes),
-        ),
-        (
-            SectionKind::BrushSides,
-            world.brush_sides.len(),
-            bytemuck::cast_slice(&world.brush_sides),
-        ),
-        (
-            SectionKind::Nodes,
-            world.nodes.len(),
-            bytemuck::cast_slice(&world.nodes),
-        ),
-        (
-            SectionKind::Leaves,
-            world.leaves.len(),
-            bytemuck::cast_slice(&world.leaves),
-        ),
-        (
-            SectionKind::LeafBrushes,
-            world.leaf_brushes.len(),
-            bytemuck::cast_slice(&world.leaf_brushes),
-        ),
-        (
-            SectionKind::LeafPatches,
-            world.leaf_patches.len(),
-            bytemuck::cast_slice(&world.leaf_patches),
-        ),
-        (
-            SectionKind::Patches,
-            world.patches.len(),
-            bytemuck::cast_slice(&world.patches),
-        ),
-        (
-            SectionKind::PatchPlanes,
-            world.patch_planes.len(),
-            bytemuck::cast_slice(&world.patch_planes),
-        ),
-        (
-            SectionKind::Facets,
-            world.facets.len(),
-            bytemuck::cast_slice(&world.facets),
-        ),
-        (
-            SectionKind::FacetBorders,
-            world.facet_borders.len(),
-            bytemuck::cast_slice(&world.facet_borders),
-        ),
-        (SectionKind::Entities, world.entities.len(), &world.entities),
-        (SectionKind::Models, models_body.len(), &models_body),
+        records(SectionKind::Meta, &meta_json),
+        records(SectionKind::Planes, &world.planes),
+        records(SectionKind::Brushes, &world.brushes),
+        records(SectionKind::BrushSides, &world.brush_sides),
+        records(SectionKind::Nodes, &world.nodes),
+        records(SectionKind::Leaves, &world.leaves),
+        records(SectionKind::LeafBrushes, &world.leaf_brushes),
+        records(SectionKind::LeafPatches, &world.leaf_patches),
+        records(SectionKind::Patches, &world.patches),
+        records(SectionKind::PatchPlanes, &world.patch_planes),
+        records(SectionKind::Facets, &world.facets),
+        records(SectionKind::FacetBorders, &world.facet_borders),
+        records(SectionKind::Entities, &world.entities),
+        records(SectionKind::Models, &models_body),
     ];
     // Worlds without hulls have no hull sections.
     if !world.info.hulls.is_empty() {
         bodies.extend([
-            (
-                SectionKind::LeafHullSolid,
-                world.leaf_hull_solid.len(),
-                bytemuck::cast_slice(&world.leaf_hull_solid),
-            ),
-            (
-                SectionKind::HullLeaves,
-                world.hull_leaves.len(),
-                bytemuck::cast_slice(&world.hull_leaves),
-            ),
-            (
-                SectionKind::HullLeafBrushes,
-                world.hull_leaf_brushes.len(),
-                bytemuck::cast_slice(&world.hull_leaf_brushes),
-            ),
-            (
-                SectionKind::HullLeafPatches,
-                world.hull_leaf_patches.len(),
-                bytemuck::cast_slice(&world.hull_leaf_patches),
-            ),
+            records(SectionKind::LeafHullSolid, &world.leaf_hull_solid),
+            records(SectionKind::HullLeaves, &world.hull_leaves),
+            records(SectionKind::HullLeafBrushes, &world.hull_leaf_brushes),
+            records(SectionKind::HullLeafPatches, &world.hull_leaf_patches),
         ]);
     }
     if !world.shape_bevel_ranges.is_empty() {
-        bodies.push((
-            SectionKind::ShapeBevelRanges,
-            world.shape_bevel_ranges.len(),
-            bytemuck::cast_slice(&world.shape_bevel_ranges),
-        ));
-        bodies.push((
-            SectionKind::ShapeBevels,
-            world.shape_bevels.len(),
-            bytemuck::cast_slice(&world.shape_bevels),
-        ));
+        bodies.extend([
+            records(SectionKind::ShapeBevelRanges, &world.shape_bevel_ranges),
+            records(SectionKind::ShapeBevels, &world.shape_bevels),
+        ]);
     }
     // Written before the source tree's, which some tools expect last.
     if !world.source_leaf_vis.is_empty() {
         bodies.extend([
-            (
-                SectionKind::SourceLeafVis,
-                world.source_leaf_vis.len(),
-                bytemuck::cast_slice(&world.source_leaf_vis),
-            ),
-            (
-                SectionKind::Visibility,
-                world.visibility.len(),
-                &world.visibility[..],
-            ),
-            (
-                SectionKind::AreaPortals,
-                world.area_portals.len(),
-                bytemuck::cast_slice(&world.area_portals),
-            ),
+            records(SectionKind::SourceLeafVis, &world.source_leaf_vis),
+            records(SectionKind::Visibility, &world.visibility),
+            records(SectionKind::AreaPortals, &world.area_portals),
         ]);
     }
     if !world.source_leaves.is_empty() {
         bodies.extend([
-            (
-                SectionKind::SourceNodes,
-                world.source_nodes.len(),
-                bytemuck::cast_slice(&world.source_nodes),
-            ),
-            (
-                SectionKind::SourceLeaves,
-                world.source_leaves.len(),
-                bytemuck::cast_slice(&world.source_leaves),
-            ),
-            (
-                SectionKind::SourceLeafBrushes,
-                world.source_leaf_brushes.len(),
-                bytemuck::cast_slice(&world.source_leaf_brushes),
-            ),
-            (
-                SectionKind::SourceLeafPatches,
-                world.source_leaf_patches.len(),
-                bytemuck::cast_slice(&world.source_leaf_patches),
-            ),
+            records(SectionKind::SourceNodes, &world.source_nodes),
+            records(SectionKind::SourceLeaves, &world.source_leaves),
+            records(SectionKind::SourceLeafBrushes, &world.source_leaf_brushes),
+            records(SectionKind::SourceLeafPatches, &world.source_leaf_patches),
         ]);
     }
     let align = align16;

@@ -376,13 +376,10 @@ pub struct World<'a> {
 /// with the source's planes), its leaves, and each leaf's brushes and
 /// patches in the source's order (world indices; a leaf's `contents` is 0).
 ///
-/// The reference tests a leaf's brushes in that order and keeps the first of
-/// two contacts at the same fraction, and it stops at a contact at the very
-/// start, so which face, flags or contents it reports in those cases is
-/// decided by the order its own tree visits leaves. Answers that depend on
-/// the order walk this tree; every other answer is the same in any tree.
-/// Nodes come before their children and each has one parent (checked when
-/// loading), so a walk ends.
+/// The reference keeps the first of equal contacts and stops at one at the
+/// very start, so those answers depend on its own tree's visit order and
+/// walk this tree; all others are the same in any tree. Nodes come before
+/// their children (checked at load), so a walk ends.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SourceTree<'a> {
     pub nodes: &'a [Node],

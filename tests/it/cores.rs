@@ -4,12 +4,14 @@
 //! their children's bounds, and any-hit, which stops at a core, still
 //! answers exactly `fraction < 1` of the BSP walk's full trace for moves
 //! aimed through, past and along the cores from just outside their brushes.
+//! And on single brushes: a box's core is the box less the margin, a thin
+//! slab has none, a wedge's clears its slope.
 
 use crate::common;
 
 use bspq::contents::{CONTENTS_SOLID, MASK_PLAYERSOLID, MASK_SHOT};
 use bspq::margins::CORE_MARGIN;
-use bspq::trace::accel::cores::brush_core;
+use bspq::trace::accel::cores::{brush_core, core_clears};
 use bspq::trace::Kernel as World;
 use bspq::trace::{any_hit_with_stats, trace, Scratch, TraceQuery};
 use common::{load_world, Rng, MAPS};
@@ -185,4 +187,55 @@ fn any_hit_through_cores_is_a_full_trace_below_one() {
 
 fn random_vec(rng: &mut Rng) -> Vec3 {
     Vec3::new(rng.unit(), rng.unit(), rng.unit())
+}
+
+/// The six axial sides of the box `[0, 0, 0]..size`.
+fn box_planes(size: [f32; 3]) -> Vec<[f32; 4]> {
+    (0..3)
+        .flat_map(|axis| {
+            let mut up = [0.0; 4];
+            up[axis] = 1.0;
+            up[3] = size[axis];
+            let mut down = [0.0; 4];
+            down[axis] = -1.0;
+            [up, down]
+        })
+        .collect()
+}
+
+/// An axial box brush's core is the box less the margin on every side.
+#[test]
+fn box_brush_core_is_the_box_less_the_margin() {
+    let planes = box_planes([64.0, 32.0, 8.0]);
+    let core = brush_core(&planes, [[0.0; 3], [64.0, 32.0, 8.0]]).expect("a core");
+    for (got, want) in core.iter().flatten().zip([1.0, 1.0, 1.0, 63.0, 31.0, 7.0]) {
+        assert!((got - want).abs() < 1e-3, "{core:?}");
+    }
+    assert!(core_clears(&planes, core));
+}
+
+/// A brush thinner than twice the margin has none.
+#[test]
+fn thin_brush_has_no_core() {
+    let planes = box_planes([64.0, 64.0, 1.5]);
+    assert_eq!(brush_core(&planes, [[0.0; 3], [64.0, 64.0, 1.5]]), None);
+}
+
+/// A wedge (a ramp under a sloped top): the core clears the slope.
+#[test]
+fn wedge_core_clears_the_slope() {
+    let s = std::f32::consts::FRAC_1_SQRT_2;
+    let planes = [
+        [1.0, 0.0, 0.0, 128.0],
+        [-1.0, 0.0, 0.0, 0.0],
+        [0.0, 1.0, 0.0, 64.0],
+        [0.0, -1.0, 0.0, 0.0],
+        [0.0, 0.0, -1.0, 0.0],
+        // z <= 128 - x
+        [s, 0.0, s, 128.0 * s],
+    ];
+    let core = brush_core(&planes, [[0.0; 3], [128.0, 64.0, 128.0]]).expect("a core");
+    assert!(core_clears(&planes, core));
+    let [lo, hi] = core;
+    assert!((hi[0] - lo[0]) * (hi[2] - lo[2]) > 1000.0, "{core:?}");
 }

@@ -1,14 +1,18 @@
 //! Shapes on the committed maps: exact mode against the brute-force exact
 //! reference, plane shifting against both, a convex box against the box
-//! kernel, and the query-line and gRPC forms of shapes.
+//! kernel, the query-line and gRPC forms of shapes, and sweeps against one
+//! cube brush held to closed forms.
 
 use crate::common;
 
 use bspq::accuracy::{compare, shape_query, ErrorStats, KINDS};
+use bspq::margins::SURFACE_CLIP_EPSILON;
 use bspq::math::Vec3;
 use bspq::proto::v1 as pb;
 use bspq::query::{Query, QueryError, QueryLine, ShapeLine};
-use bspq::trace::{trace, ConvexHull, Scratch, Shape, TraceQuery, TraceResult};
+use bspq::trace::{reference_trace, trace, ConvexHull, Scratch, Shape, TraceQuery, TraceResult};
+use bspq::world::{Brush, BrushSide, Leaf, Plane, WorldData};
+use bspq::Map;
 use std::sync::Arc;
 
 /// The oracle's box queries of a committed map.
@@ -579,4 +583,152 @@ fn any_hit_of_a_shape_is_a_full_sweep_below_one() {
         }
         assert!(hits * 10 > total, "{map}: only {hits} of {total} hit");
     }
+}
+
+/// One axial cube brush, -32..32 on every axis, in a world of one leaf.
+fn cube_world() -> Map {
+    let mut w = WorldData::default();
+    for (axis, sign) in [
+        (0, 1.0),
+        (0, -1.0),
+        (1, 1.0),
+        (1, -1.0),
+        (2, 1.0),
+        (2, -1.0),
+    ] {
+        let mut n = Vec3::ZERO;
+        n[axis] = sign;
+        w.planes.push(Plane::new(n, 32.0));
+        w.brush_sides.push(BrushSide {
+            plane: w.planes.len() as u32 - 1,
+            surface_flags: axis as u32,
+        });
+    }
+    w.brushes.push(Brush {
+        first_side: 0,
+        num_sides: 6,
+        contents: 1,
+        source_index: 0,
+        mins: [-32.0; 3],
+        maxs: [32.0; 3],
+    });
+    w.leaves.push(Leaf {
+        contents: 1,
+        first_brush: 0,
+        num_brushes: 1,
+        first_patch: 0,
+        num_patches: 0,
+    });
+    w.leaf_brushes.push(0);
+    Map::from_data(w).expect("a valid world")
+}
+
+#[test]
+fn cube_has_eight_corners() {
+    let map = cube_world();
+    let world = map.view();
+    let v = bspq::trace::exact::brush_vertices(&world, &world.brushes[0]);
+    assert_eq!(v.len(), 8);
+    assert!(v.iter().all(|p| p.abs() == bspq::math::DVec3::splat(32.0)));
+}
+
+/// A sphere sweeping onto a face, an edge and a corner stops where the
+/// closed forms say (the corner: |c - corner| = r).
+#[test]
+fn sphere_contacts_match_closed_forms() {
+    let map = cube_world();
+    let world = map.view();
+    let r = 16.0f32;
+    let sphere = Shape::Sphere { radius: r };
+    // Face: centre moves along -x toward x = 32 + r.
+    let q = TraceQuery::shaped(
+        Vec3::new(100.0, 0.0, 0.0),
+        Vec3::new(0.0, 0.0, 0.0),
+        sphere.clone(),
+        1,
+    )
+    .unwrap();
+    let got = reference_trace(&world, &q, &sphere);
+    let toi = (100.0 - 48.0) / 100.0;
+    let want = toi - SURFACE_CLIP_EPSILON as f32 / 100.0;
+    assert!(
+        (got.fraction - want).abs() < 1e-4,
+        "{} vs {want}",
+        got.fraction
+    );
+    assert!(got.normal.dot(Vec3::X) > 0.9999);
+    assert_eq!(got.surface_flags, 0);
+    // Corner: moving along the diagonal toward (32,32,32).
+    let d = Vec3::splat(1.0).normalize();
+    let start = Vec3::splat(32.0) + d * 100.0;
+    let q = TraceQuery::shaped(start, Vec3::splat(32.0), sphere.clone(), 1).unwrap();
+    let got = reference_trace(&world, &q, &sphere);
+    let want = (100.0 - r) / 100.0 - SURFACE_CLIP_EPSILON as f32 / 100.0;
+    assert!(
+        (got.fraction - want).abs() < 1e-4,
+        "{} vs {want}",
+        got.fraction
+    );
+    assert!(got.normal.dot(d) > 0.999);
+    // Plane shifting stops earlier there: it meets the shifted corner of the bevel-less cube.
+    let mut scratch = Scratch::new();
+    let shifted = trace(&world, &q, &mut scratch);
+    assert!(shifted.fraction < got.fraction - 0.1);
+}
+
+/// A sphere that grazes the cube's top edge, 0.06 units deep, while
+/// rising out of the plane-shifted top: the clip's 1/8-unit rule lets
+/// the shifted sphere through, the exact sphere touches. Exact mode must
+/// still list the brush and find the contact the reference finds.
+#[test]
+fn shallow_grazes_are_exact_contacts() {
+    let map = cube_world();
+    let world = map.view();
+    let sphere = Shape::Sphere { radius: 16.0 };
+    let shifted_query = TraceQuery::shaped(
+        Vec3::new(-100.0, 0.0, 47.9),
+        Vec3::new(100.0, 0.0, 48.02),
+        sphere.clone(),
+        1,
+    )
+    .unwrap();
+    let q = shifted_query.clone().with_exact(true).unwrap();
+    let want = reference_trace(&world, &q, &sphere);
+    assert!(want.fraction < 0.4, "{want:?}");
+    let mut scratch = Scratch::new();
+    let shifted = trace(&world, &shifted_query, &mut scratch);
+    assert_eq!(shifted.fraction, 1.0, "the shifted clip lets it through");
+    let got = trace(&world, &q, &mut scratch);
+    assert!(
+        got.endpos.distance(want.endpos) <= 0.01,
+        "{got:?} vs {want:?}"
+    );
+}
+
+#[test]
+fn starting_inside_is_startsolid_and_staying_is_allsolid() {
+    let map = cube_world();
+    let world = map.view();
+    let capsule = Shape::Capsule {
+        radius: 8.0,
+        half_height: 16.0,
+    };
+    let q = TraceQuery::shaped(
+        Vec3::new(0.0, 0.0, 50.0),
+        Vec3::new(0.0, 0.0, 200.0),
+        capsule.clone(),
+        1,
+    )
+    .unwrap();
+    let got = reference_trace(&world, &q, &capsule);
+    assert!(got.startsolid && !got.allsolid && got.fraction == 1.0);
+    let q = TraceQuery::shaped(
+        Vec3::new(0.0, 0.0, 50.0),
+        Vec3::new(0.0, 0.0, 10.0),
+        capsule.clone(),
+        1,
+    )
+    .unwrap();
+    let got = reference_trace(&world, &q, &capsule);
+    assert!(got.startsolid && got.allsolid && got.fraction == 0.0);
 }

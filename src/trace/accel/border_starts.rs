@@ -1,20 +1,11 @@
-//! Where a ray meets a patch facet outside the facet.
-//!
-//! A ray's facet test (`trace::patch`) asks, per border, whether the ray
-//! crosses the surface on the border's inner side, from where the ray
-//! crosses the border; a ray that starts exactly on a border plane crosses
-//! it at fraction 0, which that test counts as never, so the border lets
-//! the ray through wherever it goes. The reference does the same, so such
-//! a ray meets the facet wherever the facet's surface plane crosses it, far
-//! outside the facet's bounds, whenever its walk passes a leaf listing the
-//! patch. The fast trace cannot see that from the bounds it searches by,
-//! so rays starting on such a plane are left to the walk.
-//!
-//! Starting exactly on a slanted plane needs the rounded dot product to
-//! come out exactly zero; on an axial plane it takes one coordinate equal
-//! to the plane's, which 1/8-unit grids of start points hit. This set holds
-//! the coordinates of the axial border planes (of their own orientation,
-//! as the test uses them) of every facet, each with its axis.
+//! Where a ray meets a patch facet outside the facet: a ray starting
+//! exactly on a facet's border plane crosses it at fraction 0, which the
+//! border test (`trace::patch`, like the reference's) counts as never, so
+//! the ray meets the facet wherever the surface plane crosses it, far
+//! outside the bounds the fast trace searches by. Such rays go to the walk.
+//! On an axial border that takes one coordinate equal to the plane's (which
+//! 1/8-unit grids of starts hit), so this set holds every facet's axial
+//! border coordinates (in their own orientation), each with its axis.
 
 use crate::geometry::polygons::facet_polygon_without;
 use crate::margins::PLANE_SIDE_EPSILON;

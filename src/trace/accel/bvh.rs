@@ -1,45 +1,26 @@
 //! The kernel's candidate finder: a four-wide bounding-volume hierarchy over
-//! the world's brushes and patches, derived when a world is loaded (not part
-//! of the file format).
+//! the world's brushes and patches, derived at load (not in the file). The
+//! fast trace (`trace::fast`) finds the primitives near a move with it.
 //!
-//! The BSP walk answers in the reference's order, which only matters when
-//! two contacts tie; the fast trace (`trace::fast`) finds the brushes and
-//! patches near a move with this tree instead, clips each on its own, and
-//! hands the rare order-dependent answers back to the BSP walk.
+//! Each node holds its four children's bounds in lanes. A child is a node
+//! or a primitive (a brush, a patch facet, or a whole patch) bounded by its
+//! cull box (its axial planes' box grown by [`CULL_MARGIN`]: a move outside
+//! it cannot touch the primitive). A facet without all six axial planes is
+//! bounded by its polygon for rays and by [`facet_reach_bounds`] for boxes
+//! up to [`SMALL_BOX_HALF`]; larger boxes see its whole patch. Brushes
+//! without six axial sides are tested by every trace.
 //!
-//! Each node holds the bounds of its (up to) four children as structure of
-//! arrays, so one node step tests a moving box against four boxes in four
-//! lanes. A child is another node or one primitive: a brush, a patch facet,
-//! or a whole patch. Primitive bounds are cull boxes (see
-//! [`super`]): the box a brush's or facet's axial planes enclose,
-//! grown by [`CULL_MARGIN`], so a move that stays outside them cannot touch
-//! the primitive (the clip rejects it on an axial plane). A facet that
-//! lacks one of the six axial planes is bounded, for rays, by its polygon,
-//! for boxes up to [`SMALL_BOX_HALF`], by how far such a box can reach it
-//! ([`facet_reach_bounds`]), and for larger boxes its patch stays one
-//! primitive with the patch's bounds, which the patch clip itself checks
-//! first; brushes without all six axial sides have no box and are tested
-//! by every trace.
-//!
-//! Brushes and patches get a tree each for rays: a ray's patch hit can
-//! replace a contact found earlier (see `trace::fast`), so rays search the
-//! patch tree to the end of the move, whatever the brushes already hit.
-//! Every other move (boxes, shapes) treats both alike and searches a third
-//! tree over both: one root to test instead of two, and a move that touches
-//! nothing (most of them) reaches a fifth fewer nodes on maps with curves.
-//!
-//! The brushes' tree may cut a brush's box in two where a split plane
-//! crosses it (a spatial split, after Stich, Friedrich and Dietrich's
-//! SBVH), each piece under the child on its side: a long wall or floor then
-//! no longer stretches one child's bounds over its neighbours'. A move that
-//! can touch the brush enters one of the pieces, so the search finds it
-//! (perhaps twice: the second clip ties with the first and changes
-//! nothing). Whether that helps depends on the map, so the tree is built
-//! both ways and the one that a fixed set of sample moves reaches fewer
-//! nodes of is kept.
+//! Rays get a tree each for brushes and patches, since a ray's patch hit
+//! can replace an earlier contact and the patch tree is searched to the end
+//! of the move; other moves search one tree over both (a fifth fewer nodes
+//! reached on maps with curves). The brushes' tree may cut a brush's box at
+//! a split plane (SBVH spatial splits; a second clip of the same brush ties
+//! and changes nothing); it is built both ways and the one a fixed sample
+//! of moves reaches fewer nodes of is kept.
 
 use super::cores::CoreLanes;
 use super::listing::Unlisted;
+use super::{axial_box, next_down, next_up};
 use crate::margins::{CULL_MARGIN, FACET_REACH_SLACK};
 use crate::world::World;
 use glam::Vec4;
@@ -359,8 +340,8 @@ pub fn build(world: &World, brush_bounds: &[[[f32; 3]; 2]], unlisted: &Unlisted)
             }
             None => {
                 let reference = PRIMITIVE | PATCH | i as u32;
-                let lo = patch.mins.map(|v| grow_down(v - CULL_MARGIN));
-                let hi = patch.maxs.map(|v| grow_up(v + CULL_MARGIN));
+                let lo = patch.mins.map(|v| next_down(v - CULL_MARGIN));
+                let hi = patch.maxs.map(|v| next_up(v + CULL_MARGIN));
                 if !lo.iter().chain(&hi).all(|v| v.is_finite()) {
                     unbounded.push(reference);
                     continue;
@@ -646,16 +627,16 @@ fn facet_polygon_bounds(world: &World, f: usize) -> [[f32; 3]; 2] {
     for p in &polygon.points {
         for k in 0..3 {
             // (Rounded outward to f32.)
-            lo[k] = lo[k].min(grow_down(p[k] as f32));
-            hi[k] = hi[k].max(grow_up(p[k] as f32));
+            lo[k] = lo[k].min(next_down(p[k] as f32));
+            hi[k] = hi[k].max(next_up(p[k] as f32));
         }
     }
     if polygon.points.is_empty() {
         return [[f32::NEG_INFINITY; 3], [f32::INFINITY; 3]];
     }
     [
-        lo.map(|v| grow_down(v - CULL_MARGIN)),
-        hi.map(|v| grow_up(v + CULL_MARGIN)),
+        lo.map(|v| next_down(v - CULL_MARGIN)),
+        hi.map(|v| next_up(v + CULL_MARGIN)),
     ]
 }
 
@@ -717,8 +698,8 @@ fn facet_reach_bounds(world: &World, f: usize, budget: &mut u64) -> Option<[[f32
     }
     let (lo, hi) = (lo + half, hi - half);
     Some([
-        lo.to_array().map(|v| grow_down(v as f32 - CULL_MARGIN)),
-        hi.to_array().map(|v| grow_up(v as f32 + CULL_MARGIN)),
+        lo.to_array().map(|v| next_down(v as f32 - CULL_MARGIN)),
+        hi.to_array().map(|v| next_up(v as f32 + CULL_MARGIN)),
     ])
 }
 
@@ -743,36 +724,11 @@ fn facet_planes<'w>(world: &World<'w>, f: usize) -> impl Iterator<Item = [f32; 4
 /// from the facet) enclose, grown by the margin; `None` when one of the six
 /// is missing.
 fn facet_cull_bounds(world: &World, f: usize) -> Option<[[f32; 3]; 2]> {
-    let mut lo = [f32::NEG_INFINITY; 3];
-    let mut hi = [f32::INFINITY; 3];
-    for p in facet_planes(world, f) {
-        for axis in 0..3 {
-            if (0..3).any(|k| k != axis && p[k] != 0.0) {
-                continue;
-            }
-            if p[axis] == 1.0 {
-                hi[axis] = hi[axis].min(p[3]);
-            } else if p[axis] == -1.0 {
-                lo[axis] = lo[axis].max(-p[3]);
-            }
-        }
-    }
-    if lo.iter().chain(&hi).any(|v| !v.is_finite()) {
-        return None;
-    }
+    let [lo, hi] = axial_box(facet_planes(world, f))?;
     Some([
-        lo.map(|v| grow_down(v - CULL_MARGIN)),
-        hi.map(|v| grow_up(v + CULL_MARGIN)),
+        lo.map(|v| next_down(v - CULL_MARGIN)),
+        hi.map(|v| next_up(v + CULL_MARGIN)),
     ])
-}
-
-/// One ulp or so outward, so rounding never shrinks a cull box.
-fn grow_up(v: f32) -> f32 {
-    v + v.abs() * f32::EPSILON + f32::MIN_POSITIVE
-}
-
-fn grow_down(v: f32) -> f32 {
-    -grow_up(-v)
 }
 
 /// Appends the node over `items` (and its subtree) and returns its index.

@@ -1,19 +1,11 @@
 //! Solid cores: per brush, an axis-aligned box at least [`CORE_MARGIN`]
-//! inside every one of its sides, and per node of the kernel's brush
-//! hierarchy ([`super::bvh`]), one such core per child (the largest of a
-//! solid brush below it), derived when a world is loaded.
-//!
-//! Any-hit uses them to stop without clipping. A move whose centre starts
-//! outside a brush's cull box grown by the moving box's half-size starts
-//! outside the brush (in front of one of its axial sides), and if its centre
-//! then passes through the brush's core grown by the same half-size, every
-//! side of the brush, shifted by the box's support as the clip shifts it,
-//! lies at least the margin beyond that point: the clip's entry fraction
-//! (where the move comes within 1/8 unit of its last side entered) falls
-//! before the point and its exit fraction (1/8 unit past its first side
-//! left) after it, so the clip reports a contact before the end of the
-//! move. The full trace's fraction is then below 1 too, whatever else the
-//! move meets, which is all any-hit answers.
+//! inside each of its sides, and per node of the brush hierarchy
+//! ([`super::bvh`]) one per child (the largest of a solid brush below),
+//! derived at load. Any-hit stops at one without clipping: a move starting
+//! outside a brush's cull box (grown by the box) that passes through its
+//! core (grown alike) has every shifted side at least the margin beyond
+//! that point, so the clip enters before it and leaves after it, a contact
+//! before the end of the move: the full trace's fraction is below 1 too.
 
 use super::bvh::{BvhNode, EMPTY_SLOT, FACET, INDEX, PATCH, PRIMITIVE, WIDTH};
 use super::listing::Unlisted;
@@ -219,60 +211,4 @@ pub fn core_clears(planes: &[[f32; 4]], [lo, hi]: [[f32; 3]; 2]) -> bool {
 
 fn dot(a: [f64; 3], b: [f64; 3]) -> f64 {
     a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The six axial sides of the box `[0, 0, 0]..size`.
-    fn box_planes(size: [f32; 3]) -> Vec<[f32; 4]> {
-        (0..3)
-            .flat_map(|axis| {
-                let mut up = [0.0; 4];
-                up[axis] = 1.0;
-                up[3] = size[axis];
-                let mut down = [0.0; 4];
-                down[axis] = -1.0;
-                [up, down]
-            })
-            .collect()
-    }
-
-    /// An axial box brush's core is the box less the margin on every side.
-    #[test]
-    fn box_brush_core_is_the_box_less_the_margin() {
-        let planes = box_planes([64.0, 32.0, 8.0]);
-        let core = brush_core(&planes, [[0.0; 3], [64.0, 32.0, 8.0]]).expect("a core");
-        for (got, want) in core.iter().flatten().zip([1.0, 1.0, 1.0, 63.0, 31.0, 7.0]) {
-            assert!((got - want).abs() < 1e-3, "{core:?}");
-        }
-        assert!(core_clears(&planes, core));
-    }
-
-    /// A brush thinner than twice the margin has none.
-    #[test]
-    fn thin_brush_has_no_core() {
-        let planes = box_planes([64.0, 64.0, 1.5]);
-        assert_eq!(brush_core(&planes, [[0.0; 3], [64.0, 64.0, 1.5]]), None);
-    }
-
-    /// A wedge (a ramp under a sloped top): the core clears the slope.
-    #[test]
-    fn wedge_core_clears_the_slope() {
-        let s = std::f32::consts::FRAC_1_SQRT_2;
-        let planes = [
-            [1.0, 0.0, 0.0, 128.0],
-            [-1.0, 0.0, 0.0, 0.0],
-            [0.0, 1.0, 0.0, 64.0],
-            [0.0, -1.0, 0.0, 0.0],
-            [0.0, 0.0, -1.0, 0.0],
-            // z <= 128 - x
-            [s, 0.0, s, 128.0 * s],
-        ];
-        let core = brush_core(&planes, [[0.0; 3], [128.0, 64.0, 128.0]]).expect("a core");
-        assert!(core_clears(&planes, core));
-        let [lo, hi] = core;
-        assert!((hi[0] - lo[0]) * (hi[2] - lo[2]) > 1000.0, "{core:?}");
-    }
 }

@@ -1,26 +1,16 @@
 //! Which brushes and patches the source's tree lists wherever they reach.
 //!
-//! The reference clips a brush or patch only when its walk reaches a leaf
-//! of the source's tree that lists it. The map compiler lists a brush in
-//! the leaves its pieces fall into and a patch in the leaves its drawn
-//! surface touches, but not always everywhere its collision geometry
-//! reaches: a sliver of a brush split off by a node plane may be dropped,
-//! a brush an eighth of a unit thick may be listed on one side of a plane
-//! only, and a patch's collision facets (a different grid from the drawn
-//! one) can poke out of the leaves that list the patch. There the
-//! reference passes through the brush or facet without meeting it.
-//!
-//! The fast trace (`trace::fast`) meets every primitive near the move, so
-//! it must not answer from a contact near such a piece: this module finds
-//! the pieces at load. Each brush's polyhedron and each facet's polygon is
-//! cut down the source's tree, and the bounds of the pieces that end in a
-//! leaf not listing their primitive are kept per primitive; a contact
-//! whose box comes within them goes to the walk, and a contact anywhere
-//! else lies in a leaf that lists the primitive, which the walk reaches no
-//! later than the contact. Pieces within [`PLANE_SIDE_EPSILON`] of a node
-//! plane go to both sides (a move that touches them comes within the
-//! walk's slack of both), so the search errs towards "unlisted", which
-//! only costs the walk's time.
+//! The reference clips a primitive only in leaves of the source's tree that
+//! list it, and the map compiler does not always list it everywhere its
+//! collision geometry reaches (dropped slivers of split brushes, thin
+//! brushes listed on one side, patch facets poking out of their drawn
+//! surface's leaves): there the reference passes through. The fast trace
+//! meets every primitive near the move, so at load each brush's polyhedron
+//! and facet's polygon is cut down the source's tree and the bounds of the
+//! pieces in leaves that do not list it are kept; a contact within them
+//! goes to the walk (anywhere else, its leaf lists the primitive). Pieces
+//! within [`PLANE_SIDE_EPSILON`] of a plane go to both sides, erring
+//! towards "unlisted", which only costs the walk's time.
 
 use super::{next_down, next_up, union};
 use crate::geometry::polygons::{facet_polygon, polyhedron};

@@ -1,22 +1,14 @@
-//! The kernel's copy of the tree, derived from the validated nodes, planes and
-//! brushes when a world is loaded (it is not part of the file format):
+//! What the kernel derives from a validated world at load (not in the
+//! file): one 64-byte record per node with its plane inline, each child's
+//! OR of contents below it and bounds of everything below it (a walk skips
+//! subtrees with nothing in its mask or out of reach); per brush, the box
+//! its axial sides enclose; and per brush and patch facet, its planes four
+//! to a record in SIMD lanes, so a clip meets four planes at a time.
 //!
-//! - one 64-byte record per node with its plane inline (no second dependent
-//!   load per step); per child, the OR of the contents of every brush and
-//!   patch below it, so a walk skips subtrees with nothing in its mask; and
-//!   the bounds of everything below the node, so a walk skips subtrees the
-//!   move's swept box cannot touch;
-//! - per brush, the box its axial sides enclose, used the same way;
-//! - per brush, its sides' planes four to a record in SIMD lanes (normals'
-//!   x, y and z, distances), so a brush clip reads them without transposing;
-//!   and so per patch facet, its surface plane and borders, so a facet clip
-//!   meets four planes at a time with no branch per plane.
-//!
-//! Why skipping by bounds gives the same answers: a brush whose six axial
-//! sides are all present rejects, on its first such side, any box that stays
-//! more than [`CULL_MARGIN`] outside that side (the clip returns before it
-//! writes anything, see `trace::brush`); brushes without all six, and
-//! patches, get unbounded boxes and are never skipped.
+//! Skipping by bounds is exact: a brush with all six axial sides rejects,
+//! on its first such side, any box more than [`CULL_MARGIN`] outside it
+//! (before the clip writes anything); other brushes, and patches, get
+//! unbounded boxes.
 
 pub mod border_starts;
 pub mod bvh;
@@ -241,31 +233,41 @@ const UNBOUNDED: [[f32; 3]; 2] = [[f32::NEG_INFINITY; 3], [f32::INFINITY; 3]];
 /// The box a brush's axial sides enclose, grown by the margin (rounded
 /// outward), or unbounded.
 fn brush_cull_bounds(world: &World, brush: &Brush) -> [[f32; 3]; 2] {
-    let mut lo = [f64::NEG_INFINITY; 3];
-    let mut hi = [f64::INFINITY; 3];
     let sides = &world.brush_sides[brush.first_side as usize..][..brush.num_sides as usize];
-    for side in sides {
+    let planes = sides.iter().map(|side| {
         let p = &world.planes[side.plane as usize];
+        [p.normal[0], p.normal[1], p.normal[2], p.dist]
+    });
+    let margin = CULL_MARGIN as f64;
+    axial_box(planes).map_or(UNBOUNDED, |[lo, hi]| {
+        [
+            lo.map(|v| next_down((v as f64 - margin) as f32)),
+            hi.map(|v| next_up((v as f64 + margin) as f32)),
+        ]
+    })
+}
+
+/// The box the axial planes among `planes` (`[normal, dist]`, facing out)
+/// enclose, or `None` when one of the six is missing.
+pub(crate) fn axial_box(planes: impl Iterator<Item = [f32; 4]>) -> Option<[[f32; 3]; 2]> {
+    let mut lo = [f32::NEG_INFINITY; 3];
+    let mut hi = [f32::INFINITY; 3];
+    for p in planes {
         for axis in 0..3 {
-            let others_zero = (0..3).all(|k| k == axis || p.normal[k] == 0.0);
-            if !others_zero {
+            if (0..3).any(|k| k != axis && p[k] != 0.0) {
                 continue;
             }
-            if p.normal[axis] == 1.0 {
-                hi[axis] = hi[axis].min(p.dist as f64);
-            } else if p.normal[axis] == -1.0 {
-                lo[axis] = lo[axis].max(-p.dist as f64);
+            if p[axis] == 1.0 {
+                hi[axis] = hi[axis].min(p[3]);
+            } else if p[axis] == -1.0 {
+                lo[axis] = lo[axis].max(-p[3]);
             }
         }
     }
-    if lo.iter().chain(&hi).any(|v| !v.is_finite()) {
-        return UNBOUNDED;
-    }
-    let margin = CULL_MARGIN as f64;
-    [
-        lo.map(|v| next_down((v - margin) as f32)),
-        hi.map(|v| next_up((v + margin) as f32)),
-    ]
+    lo.iter()
+        .chain(&hi)
+        .all(|v| v.is_finite())
+        .then_some([lo, hi])
 }
 
 pub(crate) fn next_up(v: f32) -> f32 {

@@ -1,26 +1,15 @@
-//! Where a world is empty: a coarse grid over the world marking every cell
-//! that some brush's or facet's cull box reaches into, kept as a
-//! summed-volume table, so that whether a box of cells is empty is eight
-//! loads and some adds, with no branch and no loop.
+//! Where a world is empty: a coarse grid marking every cell some brush's or
+//! facet's cull box reaches, as a summed-volume table, so that asking
+//! whether a box of cells is empty is eight loads and some adds, no branch.
+//! A move whose swept box reaches no marked cell touches nothing. A single
+//! query asks one box ([`Occupancy::is_clear`]); a batch asks four at a
+//! time in one pass ([`Occupancy::are_clear`]).
 //!
-//! A ray or box whose swept box reaches no marked cell touches nothing,
-//! whatever the tree would have said, and its answer is known at once (the
-//! search would enter no primitive's bounds). Most moves of a level touch
-//! nothing. A single query asks before its search, one box in the lanes of
-//! one vector ([`Occupancy::is_clear`]); a batch asks about all of its
-//! queries in one pass, four at a time and with no branch per query
-//! ([`Occupancy::are_clear`]), and searches only those left.
-//!
-//! Exactness: a cell's index along an axis is `(v - origin) * scale`
-//! (floating point, rounded, hence monotonic) truncated, the same function
-//! for the boxes marked and the boxes asked about, so two boxes that
-//! overlap always reach a common cell. Indices are clamped to the grid: a
-//! box reaching past the grid is asked about the cells it reaches inside,
-//! and a box wholly outside about border cells, which nothing marks.
-//!
-//! The table counts marked cells modulo 2^16 (half the memory of `u32`), so
-//! a box of 65 536 or more cells is never reported empty: below that, a
-//! count of zero modulo 2^16 is zero.
+//! Exactness: a cell index is `(v - origin) * scale` truncated, the same
+//! monotonic function for boxes marked and asked, so overlapping boxes
+//! share a cell; indices are clamped to the grid, whose border cells
+//! nothing marks. The table counts modulo 2^16 (half the memory of `u32`),
+//! so a box of 65 536 cells or more is never reported empty.
 
 use super::bvh::{Bvh, BvhNode, EMPTY_SLOT, PRIMITIVE, WIDTH};
 use glam::{BVec4A, Vec3A, Vec4};
@@ -204,14 +193,11 @@ impl Occupancy {
                 nodes_saved: [[f32::INFINITY; 2]; 2],
             },
         };
-        // Which cells the boxes reach (found as a query's cells are): each
-        // box adds ±1 at the eight corners of its block of cells in a
-        // difference array, whose prefix sums are then how many boxes reach
-        // each cell. Filling each box's block instead would take as long as
-        // the boxes' volume: a damaged world of many world-sized brushes
-        // would take minutes to load. With fewer boxes than 2^16 the counts
-        // are exact in the table's own 16 bits, and it serves as that array
-        // (in cell coordinates); else a 32-bit one does, for a moment.
+        // Each box adds ±1 at its block's eight corners in a difference
+        // array whose prefix sums count the boxes reaching each cell
+        // (filling blocks would take minutes on a damaged world of huge
+        // brushes). Under 2^16 boxes the table's own 16 bits serve as that
+        // array; else a 32-bit one does, for a moment.
         let [cx, cy, cz] = cells.to_array().map(|n| n as usize);
         let at = |x: usize, y: usize, z: usize| x + y * stride[1] + z * stride[2];
         if boxes.len() < usize::from(u16::MAX) {
@@ -580,78 +566,6 @@ mod tests {
         (boxes, grid)
     }
 
-    fn overlaps(a: &[Vec3A; 2], b: &[Vec3A; 2]) -> bool {
-        a[0].cmple(b[1]).all() && b[0].cmple(a[1]).all()
-    }
-
-    /// A box reported clear overlaps no marked box (brute force), and most
-    /// boxes far from everything are reported clear.
-    #[test]
-    fn clear_boxes_overlap_nothing() {
-        let mut rng = Rng::with_seed(0x9E37_79B9_7F4A_7C15);
-        for round in 0..20 {
-            let count = 1 + round * 10;
-            let boxes: Vec<[Vec3A; 2]> = (0..count)
-                .map(|_| random_box(&mut rng, 3000.0, 200.0))
-                .collect();
-            let grid = Occupancy::of_boxes(&boxes);
-            assert!(grid.bytes() > 0);
-            let mut far_clear = 0;
-            for _ in 0..2000 {
-                let asked = random_box(&mut rng, 4000.0, 300.0);
-                let hit = boxes.iter().any(|b| overlaps(b, &asked));
-                if grid.is_clear(asked[0], asked[1]) {
-                    assert!(!hit, "{asked:?} reported clear but overlaps a box");
-                }
-                let shifted = [asked[0] + 1e5, asked[1] + 1e5];
-                far_clear += usize::from(grid.is_clear(shifted[0], shifted[1]));
-            }
-            assert_eq!(far_clear, 2000, "boxes outside the grid are clear");
-        }
-    }
-
-    /// The one-box test and the four-box test give the same answer for
-    /// every box: near and far, touching, inverted, not finite, huge.
-    #[test]
-    fn one_box_and_four_boxes_agree() {
-        let mut rng = Rng::with_seed(0x0B0E_5A1D_F00D_0004);
-        let (boxes, grid) = random_grid(&mut rng, 200, 150.0);
-        let mut asked: Vec<[Vec3A; 2]> = (0..4000)
-            .map(|i| random_box(&mut rng, 2500.0, [1.0, 60.0, 400.0, 3000.0][i % 4]))
-            .collect();
-        // Boxes ending exactly on a marked box's faces, and broken ones.
-        asked.extend(boxes.iter().map(|&[_, b]| [b, b + 10.0]));
-        asked.extend(boxes.iter().map(|&[a, _]| [a - 10.0, a]));
-        asked.extend([
-            [Vec3A::splat(10.0), Vec3A::splat(5.0)],
-            [Vec3A::splat(f32::NAN), Vec3A::ONE],
-            [Vec3A::ZERO, Vec3A::splat(f32::INFINITY)],
-            [Vec3A::splat(-1e30), Vec3A::splat(1e30)],
-            [Vec3A::splat(1e30), Vec3A::splat(1e30)],
-        ]);
-        let mut clear = 0;
-        for four in asked.chunks(4) {
-            let lane = |k: usize, axis: usize, end: usize| four[k.min(four.len() - 1)][end][axis];
-            let lanes = |end: usize| {
-                [0, 1, 2].map(|axis| {
-                    Vec4::new(
-                        lane(0, axis, end),
-                        lane(1, axis, end),
-                        lane(2, axis, end),
-                        lane(3, axis, end),
-                    )
-                })
-            };
-            let together = grid.are_clear(lanes(0), lanes(1));
-            for (k, [lo, hi]) in four.iter().enumerate() {
-                let alone = grid.is_clear(*lo, *hi);
-                assert_eq!(alone, together >> k & 1 != 0, "{lo:?}..{hi:?}");
-                clear += usize::from(alone);
-            }
-        }
-        assert!(clear > asked.len() / 10, "{clear} of {} clear", asked.len());
-    }
-
     /// The table counts exactly the cells some box reaches (against marking
     /// each box's cells one by one), and many world-sized boxes load fast.
     #[test]
@@ -704,20 +618,6 @@ mod tests {
         let grid = Occupancy::of_boxes(&huge);
         assert!(!grid.is_clear(Vec3A::ZERO, Vec3A::ONE));
         assert!(grid.is_clear(Vec3A::splat(5000.0), Vec3A::splat(5001.0)));
-    }
-
-    /// Boxes that share only a face or a corner with a marked box overlap
-    /// it, and are reported as such.
-    #[test]
-    fn touching_boxes_are_not_clear() {
-        let marked: [Vec3A; 2] = [Vec3A::new(10.0, 20.0, 30.0), Vec3A::new(64.0, 96.0, 128.0)];
-        let grid = Occupancy::of_boxes(&[marked]);
-        let above = [Vec3A::new(64.0, 96.0, 128.0), Vec3A::splat(500.0)];
-        let below = [Vec3A::splat(-500.0), Vec3A::new(10.0, 20.0, 30.0)];
-        assert!(!grid.is_clear(above[0], above[1]));
-        assert!(!grid.is_clear(below[0], below[1]));
-        let far = [Vec3A::new(200.0, 0.0, 0.0), Vec3A::splat(500.0)];
-        assert!(grid.is_clear(far[0], far[1]));
     }
 
     /// What cannot be told is never reported clear.
