@@ -40,6 +40,8 @@ use crate::contents::CONTENTS_BODY;
 use crate::map::{LoadError, Map};
 use crate::margins::ENTITY_STOP_MARGIN;
 use crate::math::Vec3;
+#[cfg(target_arch = "x86_64")]
+use crate::trace::accel::bvh::Avx2;
 use crate::trace::{
     checked_point, BoxSweep, InvalidTrace, Kernel, LoneAxial, LoneBrush, LoneClip, Scratch,
     TraceQuery, TraceResult,
@@ -386,7 +388,7 @@ impl<'m> PlacedScene<'m> {
     ) {
         #[cfg(target_arch = "x86_64")]
         if let Some(avx2) = self.avx2 {
-            return avx2.clip_entities(self, candidates, bounds, found, query, pass, scratch);
+            return clip_entities_avx2(avx2, self, candidates, bounds, found, query, pass, scratch);
         }
         self.clip_entities_in(candidates, bounds, found, query, pass, scratch)
     }
@@ -584,27 +586,26 @@ impl<'q> Move<'q> {
     }
 }
 
-/// Proof that the processor has AVX2 and BMI1 (only [`Avx2::detect`] makes
-/// one). The entity loop compiled for them answers as the baseline build
-/// does, operation for operation (no fused multiply-add: Rust never fuses
-/// without being asked): it takes fewer instructions, the three-operand
-/// forms sparing the register copies and spills of the loop's many vectors.
+/// [`PlacedScene::clip_entities`] compiled for AVX2 and BMI1, which the
+/// kernel's proof ([`Avx2`]) vouches for. It answers as the baseline build
+/// does, operation for operation (Rust never fuses a multiply-add unasked),
+/// in fewer instructions: the three-operand forms spare the register copies
+/// and spills of the loop's many vectors.
 #[cfg(target_arch = "x86_64")]
-#[derive(Debug, Clone, Copy)]
-struct Avx2(());
-
-#[cfg(target_arch = "x86_64")]
-impl Avx2 {
-    fn detect() -> Option<Self> {
-        (std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("bmi1"))
-            .then_some(Avx2(()))
-    }
-
-    /// [`PlacedScene::clip_entities`] compiled for AVX2.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn clip_entities(
-        self,
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn clip_entities_avx2(
+    _proof: Avx2,
+    scene: &PlacedScene,
+    candidates: u128,
+    bounds: (Vec3A, Vec3A),
+    found: &mut (TraceResult, u32),
+    query: &TraceQuery,
+    pass: u32,
+    scratch: &mut Scratch,
+) {
+    #[target_feature(enable = "avx2,bmi1")]
+    unsafe fn with_avx2(
         scene: &PlacedScene,
         candidates: u128,
         bounds: (Vec3A, Vec3A),
@@ -613,22 +614,11 @@ impl Avx2 {
         pass: u32,
         scratch: &mut Scratch,
     ) {
-        #[target_feature(enable = "avx2,bmi1")]
-        unsafe fn with_avx2(
-            scene: &PlacedScene,
-            candidates: u128,
-            bounds: (Vec3A, Vec3A),
-            found: &mut (TraceResult, u32),
-            query: &TraceQuery,
-            pass: u32,
-            scratch: &mut Scratch,
-        ) {
-            scene.clip_entities_in(candidates, bounds, found, query, pass, scratch)
-        }
-        // SAFETY: an `Avx2` exists only where `Avx2::detect` found the
-        // features `with_avx2` is compiled for.
-        unsafe { with_avx2(scene, candidates, bounds, found, query, pass, scratch) }
+        scene.clip_entities_in(candidates, bounds, found, query, pass, scratch)
     }
+    // SAFETY: an `Avx2` exists only where `Avx2::detect` found AVX2 and
+    // BMI1 among the features it checks, which `with_avx2` is compiled for.
+    unsafe { with_avx2(scene, candidates, bounds, found, query, pass, scratch) }
 }
 
 /// What a box's or ray's move reads of an entity, in three adjacent cache
