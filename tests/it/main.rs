@@ -25,7 +25,6 @@ mod hierarchy;
 mod listing;
 mod mesh_obj;
 mod movement;
-mod occupancy;
 mod onion;
 mod patch_order;
 mod properties;
